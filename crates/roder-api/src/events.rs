@@ -1,0 +1,253 @@
+//! The event bus vocabulary: every meaningful transition of a thread.
+//!
+//! Each event travels in an [`EventEnvelope`] numbered by a per-thread `seq`
+//! (1, 2, 3, ...), and is appended to the thread's persisted log before it is
+//! broadcast, so a client that reads the log after a cursor and then follows
+//! the bus misses nothing.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::inference::{MessagePhase, TokenUsage};
+use crate::remote_runner::RunnerSessionState;
+use crate::transcript::TranscriptItem;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEnvelope {
+    /// Position in the thread's log, starting at 1 and without gaps.
+    pub seq: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub timestamp: OffsetDateTime,
+    pub thread_id: String,
+    pub turn_id: Option<String>,
+    pub event: RoderEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RoderEvent {
+    ThreadCreated(ThreadCreated),
+    TurnStarted(TurnStarted),
+    InferenceStarted(InferenceStarted),
+    MessageDelta(MessageDeltaEvent),
+    ReasoningDelta(ReasoningDeltaEvent),
+    UsageUpdated(UsageUpdated),
+    TranscriptItemAppended(TranscriptItemAppended),
+    ToolCallRequested(ToolCallRequested),
+    ToolCallStarted(ToolCallStarted),
+    ToolCallCompleted(ToolCallCompleted),
+    ExternalToolCallRequested(ExternalToolCallRequested),
+    ExternalToolCallResolved(ExternalToolCallResolved),
+    FileChangePreviewReady(FileChangePreviewReady),
+    RunnerLifecycle(RunnerLifecycle),
+    TurnCompleted(TurnCompleted),
+    TurnFailed(TurnFailed),
+    TurnInterrupted(TurnInterrupted),
+    TurnDeadlineExceeded(TurnDeadlineExceeded),
+}
+
+impl RoderEvent {
+    /// Whether this event ends a turn.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            RoderEvent::TurnCompleted(_)
+                | RoderEvent::TurnFailed(_)
+                | RoderEvent::TurnInterrupted(_)
+                | RoderEvent::TurnDeadlineExceeded(_)
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadCreated {
+    pub thread_id: String,
+    pub workspace: String,
+    pub runner_provider_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStarted {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub message: String,
+    pub provider: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InferenceStarted {
+    pub thread_id: String,
+    pub turn_id: String,
+    /// 1 for the turn's first model request, then 2, 3, ...
+    pub round: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageDeltaEvent {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub text: String,
+    pub phase: Option<MessagePhase>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningDeltaEvent {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageUpdated {
+    pub thread_id: String,
+    pub turn_id: String,
+    /// Usage of the model request that just finished.
+    pub usage: TokenUsage,
+    /// Usage of the whole turn so far.
+    pub turn_total: TokenUsage,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptItemAppended {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item: TranscriptItem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequested {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool_name: String,
+    /// Raw JSON text from the model.
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallStarted {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallCompleted {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool_name: Option<String>,
+    pub output: Option<String>,
+    pub is_error: bool,
+    #[serde(default)]
+    pub data: serde_json::Value,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalToolCallRequested {
+    /// Pass this to `resolve_external_tool_call`.
+    pub request_id: String,
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub tool_name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalToolCallResolved {
+    pub request_id: String,
+    pub thread_id: String,
+    pub turn_id: String,
+    pub is_error: bool,
+}
+
+/// A local file change a tool made, with its diff, for clients that show
+/// edits as they happen. Never emitted for runner-bound or refused calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChangePreviewReady {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    pub path: String,
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerLifecycleAction {
+    Provisioning,
+    Created,
+    Resumed,
+    ProvisioningFailed,
+    Paused,
+    Woken,
+    Detached,
+    Rejoined,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerLifecycle {
+    pub thread_id: String,
+    pub provider_id: String,
+    pub action: RunnerLifecycleAction,
+    pub state: Option<RunnerSessionState>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnCompleted {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub final_message: Option<String>,
+    pub usage: TokenUsage,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnFailed {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnInterrupted {
+    pub thread_id: String,
+    pub turn_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnDeadlineExceeded {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub deadline_seconds: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_round_trips_as_tagged_json() {
+        let envelope = EventEnvelope {
+            seq: 7,
+            timestamp: OffsetDateTime::UNIX_EPOCH,
+            thread_id: "t".to_string(),
+            turn_id: Some("u".to_string()),
+            event: RoderEvent::TurnInterrupted(TurnInterrupted {
+                thread_id: "t".to_string(),
+                turn_id: "u".to_string(),
+            }),
+        };
+        let json = serde_json::to_value(&envelope).unwrap();
+        assert_eq!(json["event"]["type"], "turn_interrupted");
+        assert_eq!(json["timestamp"], "1970-01-01T00:00:00Z");
+        let back: EventEnvelope = serde_json::from_value(json).unwrap();
+        assert_eq!(back, envelope);
+        assert!(back.event.is_terminal());
+    }
+}

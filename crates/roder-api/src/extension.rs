@@ -1,0 +1,94 @@
+//! How extensions install into a runtime.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::inference::InferenceEngine;
+use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
+use crate::thread::ThreadStoreFactory;
+use crate::tools::ToolContributor;
+
+pub type InferenceEngineId = String;
+pub type ToolProviderId = String;
+
+/// Collects extensions; `build` checks that ids are unique.
+#[derive(Default)]
+pub struct ExtensionRegistryBuilder {
+    inference_engines: Vec<Arc<dyn InferenceEngine>>,
+    thread_store_factory: Option<Arc<dyn ThreadStoreFactory>>,
+    remote_runner_providers: Vec<Arc<dyn RemoteRunnerProvider>>,
+    tool_contributors: Vec<Arc<dyn ToolContributor>>,
+    duplicate_store: bool,
+}
+
+impl ExtensionRegistryBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn inference_engine(&mut self, engine: Arc<dyn InferenceEngine>) -> &mut Self {
+        self.inference_engines.push(engine);
+        self
+    }
+
+    /// The store threads persist to. At most one.
+    pub fn thread_store_factory(&mut self, factory: Arc<dyn ThreadStoreFactory>) -> &mut Self {
+        if self.thread_store_factory.is_some() {
+            self.duplicate_store = true;
+        }
+        self.thread_store_factory = Some(factory);
+        self
+    }
+
+    pub fn remote_runner_provider(&mut self, provider: Arc<dyn RemoteRunnerProvider>) -> &mut Self {
+        self.remote_runner_providers.push(provider);
+        self
+    }
+
+    pub fn tool_contributor(&mut self, contributor: Arc<dyn ToolContributor>) -> &mut Self {
+        self.tool_contributors.push(contributor);
+        self
+    }
+
+    pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
+        if self.duplicate_store {
+            anyhow::bail!("more than one thread store factory was installed; install exactly one");
+        }
+        let mut inference_engines = BTreeMap::new();
+        for engine in self.inference_engines {
+            let id = engine.id();
+            if inference_engines.insert(id.clone(), engine).is_some() {
+                anyhow::bail!("inference engine \"{id}\" is installed twice");
+            }
+        }
+        let mut remote_runner_providers = BTreeMap::new();
+        for provider in self.remote_runner_providers {
+            let id = provider.id();
+            if remote_runner_providers.insert(id.clone(), provider).is_some() {
+                anyhow::bail!("remote runner provider \"{id}\" is installed twice");
+            }
+        }
+        let mut contributor_ids = std::collections::BTreeSet::new();
+        for contributor in &self.tool_contributors {
+            let id = contributor.id();
+            if !contributor_ids.insert(id.clone()) {
+                anyhow::bail!("tool contributor \"{id}\" is installed twice");
+            }
+        }
+        Ok(ExtensionRegistry {
+            inference_engines,
+            thread_store_factory: self.thread_store_factory,
+            remote_runner_providers,
+            tool_contributors: self.tool_contributors,
+        })
+    }
+}
+
+/// The installed extensions, ready for a runtime.
+#[derive(Clone)]
+pub struct ExtensionRegistry {
+    pub inference_engines: BTreeMap<InferenceEngineId, Arc<dyn InferenceEngine>>,
+    pub thread_store_factory: Option<Arc<dyn ThreadStoreFactory>>,
+    pub remote_runner_providers: BTreeMap<RemoteRunnerProviderId, Arc<dyn RemoteRunnerProvider>>,
+    pub tool_contributors: Vec<Arc<dyn ToolContributor>>,
+}

@@ -1,0 +1,17 @@
+//! Canonical types and extension traits of the Roder agent runtime.
+//!
+//! This crate has no I/O and no runtime: it is the contract between the core
+//! (`roder-core`) and every extension (inference engines, tools, thread stores,
+//! runner providers). Anything two sibling crates need to agree on lives here.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod catalog;
+pub mod command_shell;
+pub mod events;
+pub mod extension;
+pub mod inference;
+pub mod policy_mode;
+pub mod remote_runner;
+pub mod thread;
+pub mod tools;
+pub mod transcript;

@@ -1,0 +1,125 @@
+//! Threads as they are persisted, and the store contract.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::events::{EventEnvelope, RoderEvent};
+use crate::remote_runner::{RunnerDestination, RunnerSessionState, ThreadRunnerBinding};
+use crate::tools::ToolSpec;
+use crate::transcript::TranscriptItem;
+
+/// Everything about a thread except its events. Rewritten whole on change.
+///
+/// Never holds secrets: runner configs reach disk here, so providers read
+/// credentials from their environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadMetadata {
+    pub thread_id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The local workspace directory (for unbound threads), as given.
+    pub workspace: String,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub tool_allowlist: Vec<String>,
+    #[serde(default)]
+    pub developer_instructions: Option<String>,
+    /// Tools the client declared and resolves itself.
+    #[serde(default)]
+    pub external_tools: Vec<ToolSpec>,
+    /// The runtime-level destination in force when the thread was created.
+    #[serde(default)]
+    pub runner_destination: Option<RunnerDestination>,
+    /// Set when the thread's workspace tools run in a runner.
+    #[serde(default)]
+    pub runner_binding: Option<ThreadRunnerBinding>,
+    /// The last known session, to resume instead of creating a new one.
+    #[serde(default)]
+    pub runner_state: Option<RunnerSessionState>,
+    #[serde(default)]
+    pub archived: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// A thread as loaded from its store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSnapshot {
+    pub thread_id: String,
+    pub metadata: Option<ThreadMetadata>,
+    /// Every persisted event, in `seq` order.
+    pub events: Vec<EventEnvelope>,
+}
+
+impl ThreadSnapshot {
+    /// The conversation so far, rebuilt from `TranscriptItemAppended` events.
+    pub fn transcript(&self) -> Vec<TranscriptItem> {
+        self.events
+            .iter()
+            .filter_map(|envelope| match &envelope.event {
+                RoderEvent::TranscriptItemAppended(appended) => Some(appended.item.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `seq` of the last persisted event (0 when there is none).
+    pub fn last_seq(&self) -> u64 {
+        self.events.last().map_or(0, |envelope| envelope.seq)
+    }
+}
+
+/// Durable storage of threads: metadata plus an append-only event log.
+#[async_trait::async_trait]
+pub trait ThreadStore: Send + Sync + 'static {
+    /// Writes metadata of a new thread. Fails if the thread exists.
+    async fn create_thread(&self, metadata: ThreadMetadata) -> anyhow::Result<()>;
+
+    /// Replaces a thread's metadata atomically.
+    async fn update_thread_metadata(&self, metadata: ThreadMetadata) -> anyhow::Result<()>;
+
+    async fn load_metadata(&self, thread_id: &str) -> anyhow::Result<Option<ThreadMetadata>>;
+
+    /// Appends events in order. On return they are in the log.
+    async fn append_events(&self, thread_id: &str, events: &[EventEnvelope])
+    -> anyhow::Result<()>;
+
+    /// Events with `seq > after_seq`, in order.
+    async fn load_events(&self, thread_id: &str, after_seq: u64)
+    -> anyhow::Result<Vec<EventEnvelope>>;
+
+    /// Metadata and all events; `None` when the thread does not exist.
+    async fn load_thread(&self, thread_id: &str) -> anyhow::Result<Option<ThreadSnapshot>> {
+        let metadata = self.load_metadata(thread_id).await?;
+        let events = self.load_events(thread_id, 0).await?;
+        if metadata.is_none() && events.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ThreadSnapshot {
+            thread_id: thread_id.to_string(),
+            metadata,
+            events,
+        }))
+    }
+
+    /// Metadata of every thread, most recently updated first.
+    async fn list_threads(&self) -> anyhow::Result<Vec<ThreadMetadata>>;
+
+    /// Removes a thread's metadata and log.
+    async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()>;
+}
+
+/// Opens the store a runtime uses.
+#[async_trait::async_trait]
+pub trait ThreadStoreFactory: Send + Sync + 'static {
+    fn id(&self) -> String;
+
+    fn open(&self) -> anyhow::Result<Arc<dyn ThreadStore>>;
+}

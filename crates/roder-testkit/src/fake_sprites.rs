@@ -1,0 +1,1 @@
+//! A fake Sprites API server (placeholder, being written).

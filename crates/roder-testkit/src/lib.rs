@@ -1,0 +1,6 @@
+//! Test doubles shared by Roder's tests and benchmarks.
+//!
+//! Everything here is real enough to fail: the fake servers speak their
+//! service's wire format over real TCP on 127.0.0.1.
+
+pub mod fake_sprites;
