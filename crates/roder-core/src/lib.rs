@@ -1,1 +1,37 @@
-//! placeholder
+//! The Roder runtime: threads, turns, the agent loop, the event bus and runner
+//! routing.
+//!
+//! Where to look:
+//! * [`runtime`]: the public API ([`Runtime`]).
+//! * `turn/`: the agent loop (inference → tool calls → results → inference).
+//! * `bus`: event numbering, persistence and broadcast.
+//! * `routing`: how one tool call reaches the local workspace, a runner
+//!   session or the client (external tools).
+//! * `runner/`: binding validation, the single-flight session cache,
+//!   provider leases, deadline accounting and lifecycle operations.
+//! * `policy`: which tools a thread is offered and may run.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod bus;
+pub mod config;
+mod error;
+mod external;
+mod instructions;
+mod memory_store;
+mod policy;
+pub mod requests;
+mod routing;
+mod runner;
+pub mod runtime;
+mod threads;
+mod turn;
+
+pub use config::{DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
+pub use error::RuntimeError;
+pub use instructions::default_instructions;
+pub use memory_store::MemoryThreadStore;
+pub use requests::{
+    CreateThreadRequest, ExternalToolResolution, StartTurnRequest, ThreadEventsPage,
+    ThreadRunnerSelection,
+};
+pub use runtime::Runtime;

@@ -1,0 +1,81 @@
+//! The event bus: numbering, persistence, broadcast.
+//!
+//! An event is appended to the thread's log *before* it is broadcast, under
+//! the thread's log lock. A client that reads the log after a cursor and then
+//! follows the broadcast (dropping `seq`s it already has) therefore sees every
+//! event exactly once, in order.
+
+use std::sync::Arc;
+
+use roder_api::events::{EventEnvelope, RoderEvent};
+use roder_api::thread::ThreadStore;
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::threads::{LogCursor, ThreadState};
+
+/// Broadcast buffer. A subscriber that falls further behind than this gets
+/// `RecvError::Lagged` and must catch up from the persisted log.
+const BROADCAST_CAPACITY: usize = 65_536;
+
+pub(crate) struct EventBus {
+    sender: broadcast::Sender<EventEnvelope>,
+    store: Arc<dyn ThreadStore>,
+}
+
+impl EventBus {
+    pub fn new(store: Arc<dyn ThreadStore>) -> Self {
+        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+        Self { sender, store }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<EventEnvelope> {
+        self.sender.subscribe()
+    }
+
+    /// Numbers, persists and broadcasts one event of `thread`.
+    pub async fn emit(
+        &self,
+        thread: &ThreadState,
+        turn_id: Option<&str>,
+        event: RoderEvent,
+    ) -> anyhow::Result<EventEnvelope> {
+        let mut cursor = thread.log.lock().await;
+        self.emit_locked(&mut cursor, &thread.thread_id, turn_id, event)
+            .await
+    }
+
+    /// Like [`emit`](Self::emit) for a caller that already holds the log lock.
+    pub async fn emit_locked(
+        &self,
+        cursor: &mut LogCursor,
+        thread_id: &str,
+        turn_id: Option<&str>,
+        event: RoderEvent,
+    ) -> anyhow::Result<EventEnvelope> {
+        // The seq is taken before the append is awaited: if this future is
+        // dropped mid-append (a turn cancelled past its grace period) the
+        // number stays used, so a seq can be missing but is never repeated.
+        let envelope = EventEnvelope {
+            seq: cursor.next_seq,
+            timestamp: OffsetDateTime::now_utc(),
+            thread_id: thread_id.to_string(),
+            turn_id: turn_id.map(str::to_string),
+            event,
+        };
+        cursor.next_seq += 1;
+        if let Err(error) = self
+            .store
+            .append_events(thread_id, std::slice::from_ref(&envelope))
+            .await
+        {
+            cursor.next_seq -= 1;
+            return Err(anyhow::anyhow!(
+                "could not persist event of thread \"{thread_id}\": {error:#}"
+            ));
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.sender.send(envelope.clone());
+        Ok(envelope)
+    }
+}

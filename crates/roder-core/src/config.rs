@@ -1,0 +1,216 @@
+//! Runtime configuration and its validation.
+//!
+//! Every field exists because clients set it. A field the runtime does not act
+//! on is rejected by [`RuntimeConfig::validate`] when it differs from its
+//! default, with an error naming it: a setting is never silently ignored.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use roder_api::catalog::{MODEL_MOCK, PROVIDER_MOCK};
+use roder_api::command_shell::CommandShell;
+use roder_api::inference::{
+    HostedWebSearchConfig, ReasoningEffort, ReliabilityConfig, RuntimeProfile,
+};
+use roder_api::policy_mode::PolicyMode;
+use roder_api::remote_runner::RunnerDestination;
+use serde::{Deserialize, Serialize};
+
+/// Latency/quality trade-off for model selection. Only `Standard` exists today.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeedPolicy {
+    #[default]
+    Standard,
+    Fast,
+}
+
+/// Multi-agent workflows planned by the model. Not supported yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynamicWorkflowsConfig {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeConfig {
+    /// Inference engine id used when a thread or turn names none.
+    pub default_provider: String,
+    pub default_model: String,
+    pub reasoning: Option<ReasoningEffort>,
+    /// Not supported: compaction of long transcripts.
+    pub auto_compact_token_limit: Option<u64>,
+    /// Read `AGENTS.md` from a local workspace root into the developer context
+    /// of every model request.
+    pub file_backed_dynamic_context: bool,
+    pub hosted_web_search: HostedWebSearchConfig,
+    /// Not supported: per-model edit tool variants.
+    pub model_edit_tools: HashMap<String, String>,
+    /// Per model: whether the model may call tools in parallel (unset: yes).
+    pub model_parallel_tool_calls: HashMap<String, bool>,
+    /// Not supported: per-model request profiles.
+    pub model_profiles: HashMap<String, serde_json::Value>,
+    /// When non-empty, the only tools any thread may use.
+    pub tool_allowlist: Vec<String>,
+    pub command_shell: CommandShell,
+    /// Local workspace of threads created without one.
+    pub workspace: Option<String>,
+    pub policy_mode: PolicyMode,
+    pub runtime_profile: RuntimeProfile,
+    /// Only `SpeedPolicy::Standard` is supported.
+    pub speed_policy: SpeedPolicy,
+    /// Not supported.
+    pub dynamic_workflows: DynamicWorkflowsConfig,
+    /// Retry policy handed to inference engines.
+    pub reliability: ReliabilityConfig,
+    /// Wall-clock bound of one turn.
+    pub turn_deadline_seconds: Option<u64>,
+    /// Runner that new threads bind to when a workspace is known for it.
+    pub remote_runner_destination: Option<RunnerDestination>,
+    /// Not supported.
+    pub team_data_dir: Option<PathBuf>,
+    /// Not supported.
+    pub roadmap_data_dir: Option<PathBuf>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            default_provider: PROVIDER_MOCK.to_string(),
+            default_model: MODEL_MOCK.to_string(),
+            reasoning: None,
+            auto_compact_token_limit: None,
+            file_backed_dynamic_context: true,
+            hosted_web_search: HostedWebSearchConfig::disabled(),
+            model_edit_tools: HashMap::new(),
+            model_parallel_tool_calls: HashMap::new(),
+            model_profiles: HashMap::new(),
+            tool_allowlist: Vec::new(),
+            command_shell: CommandShell::default(),
+            workspace: None,
+            policy_mode: PolicyMode::Default,
+            runtime_profile: RuntimeProfile::Interactive,
+            speed_policy: SpeedPolicy::Standard,
+            dynamic_workflows: DynamicWorkflowsConfig::default(),
+            reliability: ReliabilityConfig::default(),
+            turn_deadline_seconds: None,
+            remote_runner_destination: None,
+            team_data_dir: None,
+            roadmap_data_dir: None,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Rejects settings the runtime would otherwise ignore, naming each one.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let mut unsupported = Vec::new();
+        if self.auto_compact_token_limit.is_some() {
+            unsupported.push("auto_compact_token_limit");
+        }
+        if !self.model_edit_tools.is_empty() {
+            unsupported.push("model_edit_tools");
+        }
+        if !self.model_profiles.is_empty() {
+            unsupported.push("model_profiles");
+        }
+        if self.speed_policy != SpeedPolicy::Standard {
+            unsupported.push("speed_policy");
+        }
+        if self.dynamic_workflows != DynamicWorkflowsConfig::default() {
+            unsupported.push("dynamic_workflows");
+        }
+        if self.team_data_dir.is_some() {
+            unsupported.push("team_data_dir");
+        }
+        if self.roadmap_data_dir.is_some() {
+            unsupported.push("roadmap_data_dir");
+        }
+        if !unsupported.is_empty() {
+            anyhow::bail!(
+                "{} {} not supported; leave {} at the default",
+                unsupported.join(", "),
+                if unsupported.len() == 1 { "is" } else { "are" },
+                if unsupported.len() == 1 { "it" } else { "them" },
+            );
+        }
+        if self.command_shell.program.trim().is_empty() {
+            anyhow::bail!("command_shell.program is empty; set a shell such as \"sh\"");
+        }
+        if self.reliability.max_attempts == 0 {
+            anyhow::bail!("reliability.max_attempts must be at least 1");
+        }
+        if self.turn_deadline_seconds == Some(0) {
+            anyhow::bail!("turn_deadline_seconds must be at least 1 (or unset for no deadline)");
+        }
+        Ok(())
+    }
+
+    /// Whether `model` may call several tools in one response.
+    pub fn parallel_tool_calls_allowed(&self, model: &str) -> bool {
+        self.model_parallel_tool_calls
+            .get(model)
+            .copied()
+            .unwrap_or(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        RuntimeConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn unsupported_fields_are_named() {
+        let config = RuntimeConfig {
+            team_data_dir: Some(PathBuf::from("/tmp/team")),
+            ..RuntimeConfig::default()
+        };
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("team_data_dir is not supported"), "{error}");
+
+        let config = RuntimeConfig {
+            auto_compact_token_limit: Some(1_000),
+            model_profiles: HashMap::from([("m".to_string(), serde_json::json!({}))]),
+            speed_policy: SpeedPolicy::Fast,
+            dynamic_workflows: DynamicWorkflowsConfig { enabled: true },
+            model_edit_tools: HashMap::from([("m".to_string(), "patch".to_string())]),
+            roadmap_data_dir: Some(PathBuf::from("/r")),
+            ..RuntimeConfig::default()
+        };
+        let error = config.validate().unwrap_err().to_string();
+        for field in [
+            "auto_compact_token_limit",
+            "model_edit_tools",
+            "model_profiles",
+            "speed_policy",
+            "dynamic_workflows",
+            "roadmap_data_dir",
+        ] {
+            assert!(error.contains(field), "{field} missing from: {error}");
+        }
+        assert!(error.contains("are not supported"));
+    }
+
+    #[test]
+    fn parallel_tool_calls_default_to_allowed() {
+        let mut config = RuntimeConfig::default();
+        assert!(config.parallel_tool_calls_allowed("any"));
+        config
+            .model_parallel_tool_calls
+            .insert("serial".to_string(), false);
+        assert!(!config.parallel_tool_calls_allowed("serial"));
+    }
+
+    #[test]
+    fn zero_deadline_is_rejected() {
+        let config = RuntimeConfig {
+            turn_deadline_seconds: Some(0),
+            ..RuntimeConfig::default()
+        };
+        assert!(config.validate().unwrap_err().to_string().contains("turn_deadline_seconds"));
+    }
+}

@@ -1,0 +1,90 @@
+//! Turning a client's runner selection into a persisted thread binding.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roder_api::remote_runner::{
+    RemoteRunnerProvider, RunnerDestination, RunnerManifest, ThreadRunnerBinding,
+};
+
+use crate::requests::ThreadRunnerSelection;
+
+pub(crate) type Providers = BTreeMap<String, Arc<dyn RemoteRunnerProvider>>;
+
+/// The installed provider `provider_id`, or an error listing what is installed.
+pub(crate) fn provider<'a>(
+    providers: &'a Providers,
+    provider_id: &str,
+) -> anyhow::Result<&'a Arc<dyn RemoteRunnerProvider>> {
+    providers.get(provider_id).ok_or_else(|| {
+        let installed: Vec<&str> = providers.keys().map(String::as_str).collect();
+        anyhow::anyhow!(
+            "remote runner provider \"{provider_id}\" is not installed (installed: {})",
+            if installed.is_empty() {
+                "none".to_string()
+            } else {
+                installed.join(", ")
+            }
+        )
+    })
+}
+
+fn absolute_runner_path(value: &str, what: &str) -> anyhow::Result<PathBuf> {
+    let path = PathBuf::from(value);
+    if !path.is_absolute() {
+        anyhow::bail!("runner {what} \"{value}\" must be an absolute path on the runner");
+    }
+    Ok(path)
+}
+
+/// Validates an explicit selection for thread `thread_id`. The destination id
+/// is `thread-<thread_id>`: each explicitly bound thread has its own.
+pub(crate) async fn bind_selection(
+    providers: &Providers,
+    thread_id: &str,
+    selection: &ThreadRunnerSelection,
+) -> anyhow::Result<ThreadRunnerBinding> {
+    let provider = provider(providers, &selection.provider_id)?;
+    let workspace = absolute_runner_path(&selection.workspace, "workspace")?;
+    let read_roots = selection
+        .read_roots
+        .iter()
+        .map(|root| absolute_runner_path(root, "read root"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let destination = RunnerDestination {
+        id: format!("thread-{thread_id}"),
+        provider_id: selection.provider_id.clone(),
+        config: selection.config.clone(),
+        default_manifest: RunnerManifest::default(),
+    };
+    provider.validate_destination(&destination).await?;
+    Ok(ThreadRunnerBinding {
+        destination,
+        workspace,
+        read_roots,
+    })
+}
+
+/// The binding a runtime-level destination gives a new thread, when a
+/// workspace is known for it: the config's `working_dir`, else the provider's
+/// default workspace. `None` leaves the thread unbound.
+pub(crate) fn auto_binding(
+    providers: &Providers,
+    destination: &RunnerDestination,
+) -> anyhow::Result<Option<ThreadRunnerBinding>> {
+    let provider = provider(providers, &destination.provider_id)?;
+    let configured = destination
+        .config
+        .get("working_dir")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string);
+    let Some(workspace) = configured.or_else(|| provider.default_workspace()) else {
+        return Ok(None);
+    };
+    Ok(Some(ThreadRunnerBinding {
+        destination: destination.clone(),
+        workspace: absolute_runner_path(&workspace, "working_dir")?,
+        read_roots: Vec::new(),
+    }))
+}

@@ -1,0 +1,77 @@
+//! What is left of a turn's deadline.
+//!
+//! Remaining time is measured when it is used (after provisioning, after a
+//! lease wait), so neither is charged to the command that follows.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Longest wait for a provider lease, and the slack a lease outlives the turn by.
+const LEASE_SLACK: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TurnDeadline {
+    at: Option<Instant>,
+}
+
+impl TurnDeadline {
+    pub fn new(seconds: Option<u64>) -> Self {
+        Self {
+            at: seconds.map(|seconds| Instant::now() + Duration::from_secs(seconds)),
+        }
+    }
+
+    pub fn instant(&self) -> Option<Instant> {
+        self.at
+    }
+
+    pub fn remaining(&self) -> Option<Duration> {
+        self.at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whole seconds left, rounded down (34 s deadline, 2.1 s spent: 31).
+    pub fn remaining_whole_seconds(&self) -> Option<u64> {
+        self.remaining().map(|left| left.as_secs())
+    }
+
+    /// How long to wait for a provider lease: min(remaining, 60 s).
+    pub fn lease_acquire_timeout(&self) -> Duration {
+        self.remaining()
+            .map_or(LEASE_SLACK, |left| left.min(LEASE_SLACK))
+    }
+
+    /// A lease's lifetime bound: remaining + 60 s, `None` without a deadline.
+    pub fn lease_timeout(&self) -> Option<Duration> {
+        self.remaining().map(|left| left + LEASE_SLACK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn remaining_seconds_round_down_after_time_passes() {
+        let deadline = TurnDeadline::new(Some(34));
+        tokio::time::advance(Duration::from_millis(2_100)).await;
+        assert_eq!(deadline.remaining_whole_seconds(), Some(31));
+        assert_eq!(deadline.lease_acquire_timeout(), Duration::from_millis(31_900));
+        assert_eq!(deadline.lease_timeout(), Some(Duration::from_millis(91_900)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_deadline_means_default_bounds() {
+        let deadline = TurnDeadline::new(None);
+        assert_eq!(deadline.remaining_whole_seconds(), None);
+        assert_eq!(deadline.lease_acquire_timeout(), Duration::from_secs(60));
+        assert_eq!(deadline.lease_timeout(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lease_wait_is_capped_at_sixty_seconds() {
+        let deadline = TurnDeadline::new(Some(600));
+        assert_eq!(deadline.lease_acquire_timeout(), Duration::from_secs(60));
+    }
+}

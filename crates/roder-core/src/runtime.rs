@@ -1,0 +1,313 @@
+//! The public API: [`Runtime`].
+//!
+//! A runtime owns the installed extensions, the thread store, the event bus,
+//! live thread state and the runner session cache. Turn methods live in
+//! `turn/start.rs` and runner lifecycle methods in `runner/lifecycle.rs`; both
+//! are `impl Runtime` blocks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use roder_api::events::{EventEnvelope, RoderEvent, ThreadCreated};
+use roder_api::extension::ExtensionRegistry;
+use roder_api::inference::InferenceEngine;
+use roder_api::remote_runner::RemoteRunnerProvider;
+use roder_api::thread::{ThreadMetadata, ThreadSnapshot, ThreadStore};
+use roder_api::tools::ToolRegistry;
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::bus::EventBus;
+use crate::config::RuntimeConfig;
+use crate::error::RuntimeError;
+use crate::external::ExternalCalls;
+use crate::memory_store::MemoryThreadStore;
+use crate::requests::{CreateThreadRequest, ExternalToolResolution, ThreadEventsPage};
+use crate::runner::binding::{self, Providers};
+use crate::runner::execution_lock::ExecutionLocks;
+use crate::runner::sessions::SessionCache;
+use crate::threads::{ThreadState, ThreadTable};
+
+pub struct Runtime {
+    pub(crate) config: RuntimeConfig,
+    pub(crate) engines: BTreeMap<String, Arc<dyn InferenceEngine>>,
+    pub(crate) providers: Providers,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) store: Arc<dyn ThreadStore>,
+    pub(crate) bus: Arc<EventBus>,
+    pub(crate) threads: ThreadTable,
+    pub(crate) sessions: SessionCache,
+    pub(crate) execution_locks: ExecutionLocks,
+    pub(crate) external: ExternalCalls,
+    allow_local_workspaces: AtomicBool,
+}
+
+impl Runtime {
+    /// Builds a runtime from installed extensions. Fails when no inference
+    /// engine is installed, the default provider or runner destination is not
+    /// installed, tools collide, or the config sets something unsupported.
+    pub fn new(registry: ExtensionRegistry, config: RuntimeConfig) -> anyhow::Result<Runtime> {
+        config.validate()?;
+        if registry.inference_engines.is_empty() {
+            anyhow::bail!("no inference engine is installed; install at least one");
+        }
+        let default_engine = engine_named(&registry.inference_engines, &config.default_provider)?;
+        if config.hosted_web_search.enabled && !default_engine.capabilities().hosted_web_search {
+            anyhow::bail!(
+                "hosted_web_search is not supported by inference provider \"{}\"",
+                config.default_provider
+            );
+        }
+        if let Some(destination) = &config.remote_runner_destination {
+            binding::provider(&registry.remote_runner_providers, &destination.provider_id)?;
+        }
+        let mut tools = ToolRegistry::new();
+        for contributor in &registry.tool_contributors {
+            contributor.contribute(&mut tools).map_err(|error| {
+                anyhow::anyhow!(
+                    "tool contributor \"{}\" failed to register its tools: {error:#}",
+                    contributor.id()
+                )
+            })?;
+        }
+        let store: Arc<dyn ThreadStore> = match &registry.thread_store_factory {
+            Some(factory) => factory.open().map_err(|error| {
+                anyhow::anyhow!(
+                    "could not open thread store \"{}\": {error:#}",
+                    factory.id()
+                )
+            })?,
+            None => Arc::new(MemoryThreadStore::default()),
+        };
+        Ok(Runtime {
+            config,
+            engines: registry.inference_engines,
+            providers: registry.remote_runner_providers,
+            tools,
+            bus: Arc::new(EventBus::new(store.clone())),
+            store,
+            threads: ThreadTable::default(),
+            sessions: SessionCache::default(),
+            execution_locks: ExecutionLocks::default(),
+            external: ExternalCalls::default(),
+            allow_local_workspaces: AtomicBool::new(true),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    /// Installed runner providers, by id.
+    pub fn runner_providers(&self) -> impl Iterator<Item = &Arc<dyn RemoteRunnerProvider>> {
+        self.providers.values()
+    }
+
+    /// Installed inference engines, by id.
+    pub fn inference_engines(&self) -> impl Iterator<Item = &Arc<dyn InferenceEngine>> {
+        self.engines.values()
+    }
+
+    /// When false, workspace tools of threads without a runner fail instead of
+    /// touching the host ("local workspace execution is disabled").
+    pub fn set_allow_local_workspaces(&self, allow: bool) {
+        self.allow_local_workspaces.store(allow, Ordering::SeqCst);
+    }
+
+    pub fn allows_local_workspaces(&self) -> bool {
+        self.allow_local_workspaces.load(Ordering::SeqCst)
+    }
+
+    /// Every event of every thread, as it happens.
+    pub fn subscribe_events(&self) -> broadcast::Receiver<EventEnvelope> {
+        self.bus.subscribe()
+    }
+
+    /// A thread in `workspace` (default: the configured workspace, else the
+    /// current directory), bound to the runtime-level runner destination when
+    /// a workspace is known for it.
+    pub async fn create_thread(&self, workspace: Option<String>) -> anyhow::Result<ThreadMetadata> {
+        let workspace = match workspace.or_else(|| self.config.workspace.clone()) {
+            Some(workspace) => workspace,
+            None => std::env::current_dir()?.display().to_string(),
+        };
+        self.create_thread_with(CreateThreadRequest::in_workspace(workspace))
+            .await
+    }
+
+    pub async fn create_thread_with(
+        &self,
+        request: CreateThreadRequest,
+    ) -> anyhow::Result<ThreadMetadata> {
+        reject_unsupported_thread_fields(&request)?;
+        if let Some(provider) = &request.provider {
+            engine_named(&self.engines, provider)?;
+        }
+        let thread_id = uuid::Uuid::new_v4().to_string();
+        let runner_binding = match &request.runner {
+            Some(selection) => {
+                Some(binding::bind_selection(&self.providers, &thread_id, selection).await?)
+            }
+            None => match &self.config.remote_runner_destination {
+                Some(destination) => binding::auto_binding(&self.providers, destination)?,
+                None => None,
+            },
+        };
+        let runner_destination = runner_binding
+            .as_ref()
+            .map(|binding| binding.destination.clone())
+            .or_else(|| self.config.remote_runner_destination.clone());
+        let now = OffsetDateTime::now_utc();
+        let metadata = ThreadMetadata {
+            thread_id: thread_id.clone(),
+            title: request.title,
+            workspace: absolute_local_path(&request.workspace)?,
+            provider: request.provider,
+            model: request.model,
+            tool_allowlist: request.tool_allowlist,
+            developer_instructions: request.developer_instructions,
+            external_tools: request.external_tools,
+            runner_destination,
+            runner_binding,
+            runner_state: None,
+            archived: false,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.create_thread(metadata.clone()).await?;
+        let thread = self
+            .threads
+            .insert_if_absent(ThreadState::new(thread_id.clone(), 0));
+        self.bus
+            .emit(
+                &thread,
+                None,
+                RoderEvent::ThreadCreated(ThreadCreated {
+                    thread_id,
+                    workspace: metadata.workspace.clone(),
+                    runner_provider_id: metadata
+                        .runner_binding
+                        .as_ref()
+                        .map(|binding| binding.destination.provider_id.clone()),
+                }),
+            )
+            .await?;
+        Ok(metadata)
+    }
+
+    /// Metadata and persisted events of a thread, `None` if it does not exist.
+    pub async fn load_thread(&self, thread_id: &str) -> anyhow::Result<Option<ThreadSnapshot>> {
+        self.store.load_thread(thread_id).await
+    }
+
+    /// Metadata of every thread, most recently updated first.
+    pub async fn list_threads(&self) -> anyhow::Result<Vec<ThreadMetadata>> {
+        self.store.list_threads().await
+    }
+
+    /// Persisted events with `seq > cursor` (cursor 0: from the start). Works
+    /// across restarts; a cursor past the end is an error.
+    pub async fn read_thread_events(
+        &self,
+        thread_id: &str,
+        cursor: u64,
+    ) -> anyhow::Result<ThreadEventsPage> {
+        let thread = self.thread_state(thread_id).await?;
+        // The log lock orders this read after any append in progress.
+        let last_seq = thread.log.lock().await.next_seq - 1;
+        if cursor > last_seq {
+            return Err(RuntimeError::CursorOutOfRange {
+                thread_id: thread_id.to_string(),
+                cursor,
+                last_seq,
+            }
+            .into());
+        }
+        let events = self.store.load_events(thread_id, cursor).await?;
+        let next_cursor = events.last().map_or(cursor, |event| event.seq);
+        Ok(ThreadEventsPage {
+            events,
+            next_cursor,
+        })
+    }
+
+    /// Answers a pending `ExternalToolCallRequested`.
+    pub async fn resolve_external_tool_call(
+        &self,
+        request_id: &str,
+        resolution: ExternalToolResolution,
+    ) -> anyhow::Result<()> {
+        Ok(self.external.resolve(request_id, resolution)?)
+    }
+
+    /// Live state of a thread, loaded from the store on first use.
+    pub(crate) async fn thread_state(&self, thread_id: &str) -> anyhow::Result<Arc<ThreadState>> {
+        if let Some(thread) = self.threads.get(thread_id) {
+            return Ok(thread);
+        }
+        if self.store.load_metadata(thread_id).await?.is_none() {
+            return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
+        }
+        let last_seq = self
+            .store
+            .load_events(thread_id, 0)
+            .await?
+            .last()
+            .map_or(0, |event| event.seq);
+        Ok(self
+            .threads
+            .insert_if_absent(ThreadState::new(thread_id.to_string(), last_seq)))
+    }
+
+    pub(crate) async fn thread_metadata(&self, thread_id: &str) -> anyhow::Result<ThreadMetadata> {
+        self.store
+            .load_metadata(thread_id)
+            .await?
+            .ok_or_else(|| RuntimeError::ThreadNotFound(thread_id.to_string()).into())
+    }
+
+    pub(crate) fn engine(&self, provider: &str) -> anyhow::Result<Arc<dyn InferenceEngine>> {
+        engine_named(&self.engines, provider).cloned()
+    }
+}
+
+fn engine_named<'a>(
+    engines: &'a BTreeMap<String, Arc<dyn InferenceEngine>>,
+    provider: &str,
+) -> anyhow::Result<&'a Arc<dyn InferenceEngine>> {
+    engines.get(provider).ok_or_else(|| {
+        let installed: Vec<&str> = engines.keys().map(String::as_str).collect();
+        anyhow::anyhow!(
+            "inference provider \"{provider}\" is not installed (installed: {})",
+            installed.join(", ")
+        )
+    })
+}
+
+fn reject_unsupported_thread_fields(request: &CreateThreadRequest) -> anyhow::Result<()> {
+    for (field, set) in [
+        ("workspace_id", request.workspace_id.is_some()),
+        ("root_id", request.root_id.is_some()),
+        ("selection_mode", request.selection_mode.is_some()),
+    ] {
+        if set {
+            anyhow::bail!("{field} is not supported; leave it unset");
+        }
+    }
+    Ok(())
+}
+
+/// The local workspace as an absolute path (relative: against the current
+/// directory). It need not exist: a runner-bound thread never touches it.
+fn absolute_local_path(workspace: &str) -> anyhow::Result<String> {
+    if workspace.is_empty() {
+        anyhow::bail!("workspace is empty; give the thread's local workspace directory");
+    }
+    let path = PathBuf::from(workspace);
+    if path.is_absolute() {
+        return Ok(workspace.to_string());
+    }
+    Ok(std::env::current_dir()?.join(path).display().to_string())
+}

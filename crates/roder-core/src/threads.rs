@@ -1,0 +1,108 @@
+//! Live per-thread state: the log cursor and the running turn.
+//!
+//! A thread's state is loaded lazily from the store the first time the
+//! runtime touches the thread, so a runtime over an existing store continues
+//! each log where it ended.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+/// The turn a thread is running. At most one per thread.
+#[derive(Clone)]
+pub(crate) struct ActiveTurn {
+    pub turn_id: String,
+    pub cancellation: CancellationToken,
+    /// Completes when the turn has emitted its terminal event.
+    pub finished: Arc<tokio::sync::Notify>,
+    pub done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+pub(crate) struct ThreadState {
+    pub thread_id: String,
+    /// Next `seq` to assign. Held while appending, so numbering, persistence
+    /// and broadcast happen in one order.
+    pub log: tokio::sync::Mutex<LogCursor>,
+    /// Serializes read-modify-write of the thread's metadata.
+    pub metadata_lock: tokio::sync::Mutex<()>,
+    pub active: Mutex<Option<ActiveTurn>>,
+}
+
+pub(crate) struct LogCursor {
+    pub next_seq: u64,
+}
+
+impl ThreadState {
+    pub fn new(thread_id: String, last_seq: u64) -> Self {
+        Self {
+            thread_id,
+            log: tokio::sync::Mutex::new(LogCursor {
+                next_seq: last_seq + 1,
+            }),
+            metadata_lock: tokio::sync::Mutex::new(()),
+            active: Mutex::new(None),
+        }
+    }
+
+    pub fn active_turn(&self) -> Option<ActiveTurn> {
+        self.active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Claims the thread for a new turn, or returns the turn already running.
+    pub fn claim(&self, turn: ActiveTurn) -> Result<(), ActiveTurn> {
+        let mut active = self
+            .active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match active.as_ref() {
+            Some(running) => Err(running.clone()),
+            None => {
+                *active = Some(turn);
+                Ok(())
+            }
+        }
+    }
+
+    pub fn release(&self, turn_id: &str) {
+        let mut active = self
+            .active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if active.as_ref().is_some_and(|turn| turn.turn_id == turn_id) {
+            *active = None;
+        }
+    }
+}
+
+/// Thread states by id.
+#[derive(Default)]
+pub(crate) struct ThreadTable {
+    threads: Mutex<HashMap<String, Arc<ThreadState>>>,
+}
+
+impl ThreadTable {
+    pub fn get(&self, thread_id: &str) -> Option<Arc<ThreadState>> {
+        self.threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(thread_id)
+            .cloned()
+    }
+
+    /// Inserts `state` unless another task loaded the thread first; returns
+    /// the state that is in the table.
+    pub fn insert_if_absent(&self, state: ThreadState) -> Arc<ThreadState> {
+        let mut threads = self
+            .threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        threads
+            .entry(state.thread_id.clone())
+            .or_insert_with(|| Arc::new(state))
+            .clone()
+    }
+}

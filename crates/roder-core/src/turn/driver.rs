@@ -1,0 +1,145 @@
+//! A turn's task: runs the rounds, enforces interrupt and deadline, and emits
+//! exactly one terminal event.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use roder_api::events::{
+    RoderEvent, ToolCallCompleted, TranscriptItemAppended, TurnCompleted, TurnDeadlineExceeded,
+    TurnFailed, TurnInterrupted,
+};
+use roder_api::transcript::TranscriptItem;
+
+use crate::runtime::Runtime;
+use crate::turn::plan::TurnPlan;
+use crate::turn::record::OpenCalls;
+use crate::turn::round::{self, TurnSuccess};
+
+/// How long a stopped turn's work may take to wind down (tools kill their
+/// processes, engines drop connections) before it is dropped outright.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+enum Ending {
+    Completed(TurnSuccess),
+    Failed(String),
+    Interrupted,
+    DeadlineExceeded,
+}
+
+impl Ending {
+    fn open_call_note(&self) -> &'static str {
+        match self {
+            Ending::Interrupted => "the turn was interrupted before this tool call finished",
+            Ending::DeadlineExceeded => "the turn's deadline passed before this tool call finished",
+            _ => "the turn ended before this tool call finished",
+        }
+    }
+}
+
+pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
+    let open_calls = OpenCalls::default();
+    let ending = {
+        let body = round::run_rounds(&runtime, &plan, &open_calls);
+        tokio::pin!(body);
+        let deadline = async {
+            match plan.deadline.instant() {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let ending = tokio::select! {
+            biased;
+            _ = plan.active.cancellation.cancelled() => Ending::Interrupted,
+            _ = deadline => Ending::DeadlineExceeded,
+            result = &mut body => match result {
+                Ok(success) => Ending::Completed(success),
+                Err(error) => Ending::Failed(format!("{error:#}")),
+            },
+        };
+        if matches!(ending, Ending::Interrupted | Ending::DeadlineExceeded) {
+            // Let the work see the cancellation and clean up, then drop it.
+            plan.active.cancellation.cancel();
+            let _ = tokio::time::timeout(CANCEL_GRACE, &mut body).await;
+        }
+        ending
+    };
+    close_open_calls(&runtime, &plan, &open_calls, ending.open_call_note()).await;
+    finish(&runtime, &plan, ending).await;
+}
+
+async fn close_open_calls(runtime: &Runtime, plan: &TurnPlan, open_calls: &OpenCalls, note: &str) {
+    for (call_id, tool_name) in open_calls.take() {
+        let events = [
+            RoderEvent::ToolCallCompleted(ToolCallCompleted {
+                thread_id: plan.thread_id().to_string(),
+                turn_id: plan.turn_id.clone(),
+                call_id: call_id.clone(),
+                tool_name: Some(tool_name.clone()),
+                output: Some(note.to_string()),
+                is_error: true,
+                data: serde_json::Value::Null,
+                duration_ms: 0,
+            }),
+            RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
+                thread_id: plan.thread_id().to_string(),
+                turn_id: plan.turn_id.clone(),
+                item: TranscriptItem::ToolResult {
+                    id: call_id,
+                    name: tool_name,
+                    output: note.to_string(),
+                    is_error: true,
+                },
+            }),
+        ];
+        for event in events {
+            if let Err(error) = runtime
+                .bus
+                .emit(&plan.thread, Some(&plan.turn_id), event)
+                .await
+            {
+                tracing::warn!("could not record an unfinished tool call: {error:#}");
+            }
+        }
+    }
+}
+
+/// Frees the thread and writes the terminal event under the log lock, so a
+/// turn started right after cannot number its events before this one.
+async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
+    let thread_id = plan.thread_id().to_string();
+    let turn_id = plan.turn_id.clone();
+    let event = match ending {
+        Ending::Completed(success) => RoderEvent::TurnCompleted(TurnCompleted {
+            thread_id,
+            turn_id,
+            final_message: success.final_message,
+            usage: success.usage,
+        }),
+        Ending::Failed(error) => RoderEvent::TurnFailed(TurnFailed {
+            thread_id,
+            turn_id,
+            error,
+        }),
+        Ending::Interrupted => RoderEvent::TurnInterrupted(TurnInterrupted { thread_id, turn_id }),
+        Ending::DeadlineExceeded => RoderEvent::TurnDeadlineExceeded(TurnDeadlineExceeded {
+            thread_id,
+            turn_id,
+            deadline_seconds: plan.deadline_seconds.unwrap_or_default(),
+        }),
+    };
+    {
+        let mut cursor = plan.thread.log.lock().await;
+        plan.thread.release(&plan.turn_id);
+        if let Err(error) = runtime
+            .bus
+            .emit_locked(&mut cursor, plan.thread_id(), Some(&plan.turn_id), event)
+            .await
+        {
+            tracing::warn!("could not record the end of turn {}: {error:#}", plan.turn_id);
+        }
+    }
+    plan.active.done.store(true, Ordering::SeqCst);
+    plan.active.finished.notify_waiters();
+}
+

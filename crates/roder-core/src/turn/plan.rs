@@ -1,0 +1,52 @@
+//! What a running turn needs, resolved once when it starts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roder_api::inference::{InferenceEngine, ReasoningEffort};
+use roder_api::remote_runner::ThreadRunnerBinding;
+use roder_api::tools::ToolSpec;
+use roder_api::transcript::TranscriptItem;
+
+use crate::runner::deadline::TurnDeadline;
+use crate::threads::{ActiveTurn, ThreadState};
+
+/// Where the turn's workspace tools run.
+#[derive(Debug, Clone)]
+pub(crate) enum TurnWorkspace {
+    /// A directory on this host.
+    Local(PathBuf),
+    /// The thread's runner.
+    Runner(ThreadRunnerBinding),
+    /// Nowhere: the thread has no runner and local execution is disabled.
+    Disabled,
+}
+
+pub(crate) struct TurnPlan {
+    pub thread: Arc<ThreadState>,
+    pub turn_id: String,
+    pub active: ActiveTurn,
+    pub engine: Arc<dyn InferenceEngine>,
+    pub model: String,
+    pub instructions: String,
+    pub developer_context: Option<String>,
+    pub reasoning: Option<ReasoningEffort>,
+    pub workspace: TurnWorkspace,
+    pub external_tools: Vec<ToolSpec>,
+    pub thread_allowlist: Vec<String>,
+    pub deadline: TurnDeadline,
+    pub deadline_seconds: Option<u64>,
+    pub parallel_tool_calls: bool,
+    /// The conversation up to and including this turn's user message.
+    pub transcript: Vec<TranscriptItem>,
+}
+
+impl TurnPlan {
+    pub fn thread_id(&self) -> &str {
+        &self.thread.thread_id
+    }
+
+    pub fn is_external_tool(&self, name: &str) -> bool {
+        self.external_tools.iter().any(|tool| tool.name == name)
+    }
+}
