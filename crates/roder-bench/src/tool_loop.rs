@@ -1,0 +1,101 @@
+//! `tool-loop`: a scripted turn of N `exec_command` calls through the runtime
+//! (local workspace, JSONL store, every event persisted) against N direct
+//! spawns of the same command (`sh -c true`). The difference per call is the
+//! harness overhead.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roder_api::events::RoderEvent;
+use roder_api::extension::ExtensionRegistryBuilder;
+use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
+use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
+use serde_json::json;
+
+use crate::figure::{median, print};
+
+const CALLS: usize = 200;
+const REPEATS: usize = 5;
+
+pub async fn run() -> anyhow::Result<()> {
+    let mut raw = Vec::new();
+    let mut harness = Vec::new();
+    // Interleave the two so drift on a shared machine hits both alike.
+    for _ in 0..REPEATS {
+        raw.push(raw_spawns(CALLS).await?.as_secs_f64());
+        harness.push(through_runtime(CALLS).await?.as_secs_f64());
+    }
+    let raw = median(&mut raw);
+    let harness = median(&mut harness);
+    let context = json!({ "calls": CALLS, "repeats": REPEATS, "command": "sh -c true",
+        "raw_ms_per_call": raw * 1000.0 / CALLS as f64,
+        "runtime_ms_per_call": harness * 1000.0 / CALLS as f64 });
+    print(
+        "tool-loop",
+        "overhead_per_call_ms",
+        (harness - raw) * 1000.0 / CALLS as f64,
+        "ms",
+        context.clone(),
+    );
+    print("tool-loop", "ratio_to_raw_spawn", harness / raw, "ratio", context);
+    Ok(())
+}
+
+async fn raw_spawns(calls: usize) -> anyhow::Result<Duration> {
+    let dir = tempfile::tempdir()?;
+    let started = Instant::now();
+    for _ in 0..calls {
+        let output = tokio::process::Command::new("sh")
+            .args(["-c", "true"])
+            .current_dir(dir.path())
+            .output()
+            .await?;
+        anyhow::ensure!(output.status.success(), "sh -c true failed");
+    }
+    Ok(started.elapsed())
+}
+
+async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
+    let workspace = tempfile::tempdir()?;
+    let store = tempfile::tempdir()?;
+    let mut rounds: Vec<ScriptedRound> = (0..calls)
+        .map(|index| {
+            let id = format!("call-{index}");
+            tool_round(&[(id.as_str(), "exec_command", r#"{"cmd":"true"}"#)])
+        })
+        .collect();
+    rounds.push(final_round("done"));
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(ScriptedEngine::new(rounds));
+    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+        base_path: store.path().to_path_buf(),
+    }));
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace.path())?);
+    let runtime = Arc::new(Runtime::new(
+        builder.build()?,
+        RuntimeConfig {
+            workspace: Some(workspace.path().display().to_string()),
+            ..RuntimeConfig::default()
+        },
+    )?);
+    let thread_id = runtime.create_thread(None).await?.thread_id;
+    let mut events = runtime.subscribe_events();
+    let started = Instant::now();
+    runtime
+        .start_turn(StartTurnRequest::new(&thread_id, "run true many times"))
+        .await?;
+    let mut errors = 0;
+    loop {
+        let envelope = events.recv().await?;
+        match envelope.event {
+            RoderEvent::ToolCallCompleted(call) if call.is_error => errors += 1,
+            RoderEvent::TurnCompleted(_) => break,
+            RoderEvent::TurnFailed(failed) => anyhow::bail!("turn failed: {}", failed.error),
+            _ => {}
+        }
+    }
+    let elapsed = started.elapsed();
+    anyhow::ensure!(errors == 0, "{errors} exec_command calls failed");
+    Ok(elapsed)
+}
