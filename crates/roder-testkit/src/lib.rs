@@ -4,3 +4,6 @@
 //! service's wire format over real TCP on 127.0.0.1.
 
 pub mod fake_sprites;
+pub mod scripted_engine;
+
+pub use scripted_engine::{ScriptedEngine, ScriptedRound, final_round, tool_call, tool_round};
