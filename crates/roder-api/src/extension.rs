@@ -7,6 +7,7 @@ use crate::inference::InferenceEngine;
 use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
 use crate::thread::ThreadStoreFactory;
 use crate::tools::ToolContributor;
+use crate::workdir::WorkdirMaterializer;
 
 pub type InferenceEngineId = String;
 pub type ToolProviderId = String;
@@ -18,7 +19,9 @@ pub struct ExtensionRegistryBuilder {
     thread_store_factory: Option<Arc<dyn ThreadStoreFactory>>,
     remote_runner_providers: Vec<Arc<dyn RemoteRunnerProvider>>,
     tool_contributors: Vec<Arc<dyn ToolContributor>>,
+    workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     duplicate_store: bool,
+    duplicate_materializer: bool,
 }
 
 impl ExtensionRegistryBuilder {
@@ -50,9 +53,21 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// Materializes per-thread working directories. At most one.
+    pub fn workdir_materializer(&mut self, materializer: Arc<dyn WorkdirMaterializer>) -> &mut Self {
+        if self.workdir_materializer.is_some() {
+            self.duplicate_materializer = true;
+        }
+        self.workdir_materializer = Some(materializer);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
+        }
+        if self.duplicate_materializer {
+            anyhow::bail!("more than one workdir materializer was installed; install at most one");
         }
         let mut inference_engines = BTreeMap::new();
         for engine in self.inference_engines {
@@ -80,6 +95,7 @@ impl ExtensionRegistryBuilder {
             thread_store_factory: self.thread_store_factory,
             remote_runner_providers,
             tool_contributors: self.tool_contributors,
+            workdir_materializer: self.workdir_materializer,
         })
     }
 }
@@ -91,4 +107,5 @@ pub struct ExtensionRegistry {
     pub thread_store_factory: Option<Arc<dyn ThreadStoreFactory>>,
     pub remote_runner_providers: BTreeMap<RemoteRunnerProviderId, Arc<dyn RemoteRunnerProvider>>,
     pub tool_contributors: Vec<Arc<dyn ToolContributor>>,
+    pub workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
 }

@@ -15,3 +15,4 @@ pub mod remote_runner;
 pub mod thread;
 pub mod tools;
 pub mod transcript;
+pub mod workdir;
