@@ -3,6 +3,7 @@
 //! Everything here is real enough to fail: the fake servers speak their
 //! service's wire format over real TCP on 127.0.0.1.
 
+pub mod fake_models;
 pub mod fake_sprites;
 pub mod scripted_engine;
 

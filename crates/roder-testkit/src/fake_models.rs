@@ -1,0 +1,1 @@
+//! Fake model API servers (placeholder, being written).
