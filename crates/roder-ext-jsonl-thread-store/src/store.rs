@@ -1,1 +1,263 @@
-//! placeholder
+//! The JSONL [`ThreadStore`] and its factory.
+//!
+//! Layout under `base_path`:
+//!
+//! ```text
+//! <base_path>/<thread_id>/metadata.json   whole-file rewrite: temp + fsync + rename
+//! <base_path>/<thread_id>/events.jsonl    append-only, one EventEnvelope per line
+//! ```
+//!
+//! The store keeps no state between calls: every call reads or writes the
+//! files, so several store instances over one directory (the runtime's and a
+//! test's, or two processes) see each other's changes at once. Each log has
+//! one writer at a time (the runtime serialises a thread's events).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use roder_api::events::EventEnvelope;
+use roder_api::thread::{ThreadMetadata, ThreadStore, ThreadStoreFactory};
+
+use crate::atomic_file::{self, Placement};
+use crate::{event_log, thread_id};
+
+const METADATA_FILE: &str = "metadata.json";
+const EVENTS_FILE: &str = "events.jsonl";
+
+/// Thread store over a directory of per-thread directories.
+///
+/// Built with a struct literal; the directory is created on the first write
+/// (or by [`JsonlThreadStoreFactory::open`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonlThreadStore {
+    pub base_path: PathBuf,
+}
+
+/// Opens a [`JsonlThreadStore`] over `base_path`, creating the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonlThreadStoreFactory {
+    pub base_path: PathBuf,
+}
+
+/// The id [`JsonlThreadStoreFactory`] registers under.
+pub const FACTORY_ID: &str = "jsonl";
+
+impl JsonlThreadStore {
+    pub fn new(base_path: impl Into<PathBuf>) -> Self {
+        Self {
+            base_path: base_path.into(),
+        }
+    }
+
+    /// The directory of a thread, after checking the id is path-safe.
+    fn thread_dir(&self, thread_id: &str) -> anyhow::Result<PathBuf> {
+        thread_id::validate(thread_id)?;
+        Ok(self.base_path.join(thread_id))
+    }
+
+    async fn write_metadata(
+        &self,
+        metadata: &ThreadMetadata,
+        placement: Placement,
+    ) -> anyhow::Result<()> {
+        let dir = self.thread_dir(&metadata.thread_id)?;
+        let bytes = serde_json::to_vec_pretty(metadata).with_context(|| {
+            format!(
+                "cannot serialise metadata of thread \"{}\"",
+                metadata.thread_id
+            )
+        })?;
+        let thread = metadata.thread_id.clone();
+        blocking(move || {
+            let target = dir.join(METADATA_FILE);
+            match placement {
+                Placement::CreateNew => std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create `{}`", dir.display()))?,
+                Placement::Replace => {
+                    if !target.try_exists()? {
+                        bail!(
+                            "thread \"{thread}\" does not exist (no `{}`)",
+                            target.display()
+                        );
+                    }
+                }
+            }
+            match atomic_file::write(&target, &bytes, placement) {
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    bail!("thread \"{thread}\" already exists")
+                }
+                other => other.with_context(|| format!("cannot write `{}`", target.display())),
+            }
+        })
+        .await
+    }
+}
+
+/// Runs filesystem work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .context("thread store I/O task failed")?
+}
+
+/// Reads one metadata file; `None` when it does not exist.
+fn read_metadata(path: &Path) -> anyhow::Result<Option<ThreadMetadata>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot read `{}`", path.display()));
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .with_context(|| format!("`{}` is not valid thread metadata", path.display()))
+}
+
+/// Metadata of every thread directory under `base`, newest update first.
+///
+/// Entries that are not threads (stray files, invalid names, directories
+/// without metadata or with unreadable metadata) are skipped: one damaged
+/// thread must not hide the others.
+fn list_blocking(base: &Path) -> anyhow::Result<Vec<ThreadMetadata>> {
+    let entries = match std::fs::read_dir(base) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot list `{}`", base.display()));
+        }
+    };
+    let mut threads = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list `{}`", base.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|name| thread_id::is_valid(name)) else {
+            continue;
+        };
+        if let Ok(Some(metadata)) = read_metadata(&base.join(name).join(METADATA_FILE)) {
+            threads.push(metadata);
+        }
+    }
+    threads.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.thread_id.cmp(&b.thread_id))
+    });
+    Ok(threads)
+}
+
+/// Removes a thread directory; renames it out of the listing first so a
+/// crash mid-removal leaves no half thread behind.
+fn delete_blocking(base: &Path, dir: &Path, thread: &str) -> anyhow::Result<()> {
+    let doomed = base.join(format!(
+        ".deleted-{thread}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    match std::fs::rename(dir, &doomed) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot delete `{}`", dir.display()));
+        }
+    }
+    std::fs::remove_dir_all(&doomed)
+        .with_context(|| format!("cannot remove `{}`", doomed.display()))
+}
+
+#[async_trait::async_trait]
+impl ThreadStore for JsonlThreadStore {
+    async fn create_thread(&self, metadata: ThreadMetadata) -> anyhow::Result<()> {
+        self.write_metadata(&metadata, Placement::CreateNew).await
+    }
+
+    /// Fails when the thread does not exist, so a late update cannot
+    /// resurrect a deleted thread.
+    async fn update_thread_metadata(&self, metadata: ThreadMetadata) -> anyhow::Result<()> {
+        self.write_metadata(&metadata, Placement::Replace).await
+    }
+
+    async fn load_metadata(&self, thread_id: &str) -> anyhow::Result<Option<ThreadMetadata>> {
+        let path = self.thread_dir(thread_id)?.join(METADATA_FILE);
+        blocking(move || read_metadata(&path)).await
+    }
+
+    /// Events may be appended before the metadata exists (the trait allows
+    /// a thread with events and no metadata), so the directory is created.
+    async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> {
+        let dir = self.thread_dir(thread_id)?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        if let Some(stray) = events.iter().find(|event| event.thread_id != thread_id) {
+            bail!(
+                "event seq {} belongs to thread \"{}\", not \"{thread_id}\"",
+                stray.seq,
+                stray.thread_id
+            );
+        }
+        let lines = event_log::encode(events)
+            .with_context(|| format!("cannot serialise events of thread \"{thread_id}\""))?;
+        blocking(move || {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+            let path = dir.join(EVENTS_FILE);
+            event_log::append(&path, &lines)
+                .with_context(|| format!("cannot append to `{}`", path.display()))
+        })
+        .await
+    }
+
+    async fn load_events(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+    ) -> anyhow::Result<Vec<EventEnvelope>> {
+        let path = self.thread_dir(thread_id)?.join(EVENTS_FILE);
+        blocking(move || {
+            event_log::read(&path, after_seq)
+                .with_context(|| format!("cannot read `{}`", path.display()))
+        })
+        .await
+    }
+
+    async fn list_threads(&self) -> anyhow::Result<Vec<ThreadMetadata>> {
+        let base = self.base_path.clone();
+        blocking(move || list_blocking(&base)).await
+    }
+
+    /// Idempotent: deleting a thread that does not exist succeeds.
+    async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
+        let dir = self.thread_dir(thread_id)?;
+        let base = self.base_path.clone();
+        let thread = thread_id.to_string();
+        blocking(move || delete_blocking(&base, &dir, &thread)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ThreadStoreFactory for JsonlThreadStoreFactory {
+    fn id(&self) -> String {
+        FACTORY_ID.to_string()
+    }
+
+    /// Creates `base_path` if missing. The trait's `open` is synchronous, so
+    /// this one `mkdir -p` blocks; it runs once, when a runtime starts.
+    fn open(&self) -> anyhow::Result<Arc<dyn ThreadStore>> {
+        std::fs::create_dir_all(&self.base_path).with_context(|| {
+            format!(
+                "cannot create thread store directory `{}`",
+                self.base_path.display()
+            )
+        })?;
+        Ok(Arc::new(JsonlThreadStore {
+            base_path: self.base_path.clone(),
+        }))
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

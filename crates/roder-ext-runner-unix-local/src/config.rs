@@ -1,0 +1,188 @@
+//! The JSON a unix-local destination (or a persisted session) carries.
+//!
+//! The same shape serves both places: a destination's `config` and a
+//! session state's `metadata` are `{"root": "/abs/dir", "env": {"K": "V"}}`,
+//! because `resume_session` only gets the persisted state and must rebuild
+//! the session from it alone.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use serde_json::{Map, Value};
+
+use crate::paths::normalize;
+
+/// Fields a config object may hold. Anything else is refused, so a typo
+/// (`"rooot"`) is an error instead of a silently ignored setting.
+const KNOWN_FIELDS: [&str; 2] = ["root", "env"];
+
+/// A parsed unix-local destination config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixLocalConfig {
+    /// Absolute, lexically normalised directory. Sessions run directly in it
+    /// (not in a per-session subdirectory), so a thread bound to a workspace
+    /// sees that workspace.
+    pub root: PathBuf,
+    /// Extra environment for every command, sorted by key; a request's own
+    /// `env` is applied on top.
+    pub env: Vec<(String, String)>,
+}
+
+impl UnixLocalConfig {
+    /// Parses a destination `config`. `source` names where the JSON came
+    /// from (e.g. "destination config") so errors point at the right place.
+    pub fn from_json(value: &Value, source: &str) -> anyhow::Result<Self> {
+        let object = match value {
+            Value::Object(object) => object,
+            Value::Null => bail!(
+                "unix-local {source} is missing; expected an object like {{\"root\": \"/absolute/dir\"}}"
+            ),
+            other => bail!(
+                "unix-local {source} must be an object like {{\"root\": \"/absolute/dir\"}}, got {other}"
+            ),
+        };
+        if let Some(unknown) = object
+            .keys()
+            .find(|key| !KNOWN_FIELDS.contains(&key.as_str()))
+        {
+            bail!(
+                "unix-local {source} has unknown field `{unknown}` (known fields: {})",
+                KNOWN_FIELDS.join(", ")
+            );
+        }
+        Ok(Self {
+            root: parse_root(object, source)?,
+            env: parse_env(object, source)?,
+        })
+    }
+
+    /// The JSON form, as stored in a session state's `metadata`. `env` is
+    /// left out when empty so the common case stays `{"root": ...}`.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        object.insert(
+            "root".to_string(),
+            Value::String(self.root.display().to_string()),
+        );
+        if !self.env.is_empty() {
+            let env = self
+                .env
+                .iter()
+                .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+                .collect();
+            object.insert("env".to_string(), Value::Object(env));
+        }
+        Value::Object(object)
+    }
+}
+
+fn parse_root(object: &Map<String, Value>, source: &str) -> anyhow::Result<PathBuf> {
+    let root = match object.get("root") {
+        None | Some(Value::Null) => {
+            bail!("unix-local {source} field `root` is required: an absolute directory path")
+        }
+        Some(Value::String(root)) => root,
+        Some(other) => bail!(
+            "unix-local {source} field `root` must be a string (an absolute directory path), got {other}"
+        ),
+    };
+    let path = PathBuf::from(root);
+    if !path.is_absolute() {
+        bail!("unix-local {source} field `root` must be an absolute path, got {root:?}");
+    }
+    if root.contains('\0') {
+        bail!("unix-local {source} field `root` contains a NUL byte: {root:?}");
+    }
+    Ok(normalize(&path))
+}
+
+fn parse_env(object: &Map<String, Value>, source: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let env = match object.get("env") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(env)) => env,
+        Some(other) => {
+            bail!("unix-local {source} field `env` must be an object of string values, got {other}")
+        }
+    };
+    let mut pairs = Vec::with_capacity(env.len());
+    for (key, value) in env {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            bail!(
+                "unix-local {source} field `env` has an invalid variable name {key:?} (empty, or contains '=' or NUL)"
+            );
+        }
+        let Value::String(value) = value else {
+            bail!("unix-local {source} field `env.{key}` must be a string, got {value}");
+        };
+        if value.contains('\0') {
+            bail!("unix-local {source} field `env.{key}` contains a NUL byte");
+        }
+        pairs.push((key.clone(), value.clone()));
+    }
+    pairs.sort();
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn error(value: Value) -> String {
+        UnixLocalConfig::from_json(&value, "destination config")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn parses_root_and_env() {
+        let config = UnixLocalConfig::from_json(
+            &json!({"root": "/srv/./work/../ws", "env": {"B": "2", "A": "1"}}),
+            "destination config",
+        )
+        .unwrap();
+        assert_eq!(config.root, PathBuf::from("/srv/ws"));
+        assert_eq!(
+            config.env,
+            vec![
+                ("A".to_string(), "1".to_string()),
+                ("B".to_string(), "2".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn json_round_trips_and_omits_empty_env() {
+        let plain = UnixLocalConfig::from_json(&json!({"root": "/ws"}), "x").unwrap();
+        assert_eq!(plain.to_json(), json!({"root": "/ws"}));
+        let with_env =
+            UnixLocalConfig::from_json(&json!({"root": "/ws", "env": {"K": "V"}}), "x").unwrap();
+        assert_eq!(
+            UnixLocalConfig::from_json(&with_env.to_json(), "x").unwrap(),
+            with_env
+        );
+    }
+
+    #[test]
+    fn missing_or_bad_root_names_the_field() {
+        assert!(error(Value::Null).contains("missing"));
+        assert!(error(json!("root")).contains("must be an object"));
+        assert!(error(json!({})).contains("field `root` is required"));
+        assert!(error(json!({"root": 3})).contains("field `root` must be a string"));
+        let relative = error(json!({"root": "work/dir"}));
+        assert!(relative.contains("field `root` must be an absolute path"));
+        assert!(relative.contains("work/dir"));
+    }
+
+    #[test]
+    fn bad_env_and_unknown_fields_are_refused() {
+        assert!(error(json!({"root": "/ws", "rooot": 1})).contains("unknown field `rooot`"));
+        assert!(error(json!({"root": "/ws", "env": []})).contains("field `env` must be an object"));
+        assert!(
+            error(json!({"root": "/ws", "env": {"K": 1}})).contains("`env.K` must be a string")
+        );
+        assert!(
+            error(json!({"root": "/ws", "env": {"A=B": "x"}})).contains("invalid variable name")
+        );
+    }
+}
