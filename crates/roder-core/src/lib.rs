@@ -25,6 +25,7 @@ mod runner;
 pub mod runtime;
 mod threads;
 mod turn;
+mod workdirs;
 
 pub use config::{DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
 pub use error::RuntimeError;
@@ -35,3 +36,4 @@ pub use requests::{
     ThreadRunnerSelection,
 };
 pub use runtime::Runtime;
+pub use workdirs::{WORKTREE_ID_KEY, WorkdirSelection};

@@ -16,6 +16,7 @@ use roder_api::inference::InferenceEngine;
 use roder_api::remote_runner::RemoteRunnerProvider;
 use roder_api::thread::{ThreadMetadata, ThreadSnapshot, ThreadStore};
 use roder_api::tools::ToolRegistry;
+use roder_api::workdir::WorkdirMaterializer;
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
@@ -41,6 +42,7 @@ pub struct Runtime {
     pub(crate) sessions: SessionCache,
     pub(crate) execution_locks: ExecutionLocks,
     pub(crate) external: ExternalCalls,
+    pub(crate) workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     allow_local_workspaces: AtomicBool,
 }
 
@@ -92,6 +94,7 @@ impl Runtime {
             sessions: SessionCache::default(),
             execution_locks: ExecutionLocks::default(),
             external: ExternalCalls::default(),
+            workdir_materializer: registry.workdir_materializer,
             allow_local_workspaces: AtomicBool::new(true),
         })
     }

@@ -105,4 +105,11 @@ impl ThreadTable {
             .or_insert_with(|| Arc::new(state))
             .clone()
     }
+
+    pub fn remove(&self, thread_id: &str) {
+        self.threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(thread_id);
+    }
 }
