@@ -1,0 +1,206 @@
+//! `apply_patch`: a multi-file patch (Codex format or unified diff), all or
+//! nothing.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use roder_api::tools::ToolExecutionContext;
+
+use crate::patch::{self, FileOp};
+use crate::paths::{Access, ResolvedPath};
+use crate::text::{decode_text, file_change};
+use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Args {
+    patch: String,
+}
+
+pub(crate) struct ApplyPatch;
+
+impl CodingTool for ApplyPatch {
+    type Args = Args;
+    const NAME: &'static str = "apply_patch";
+    const MUTATES: bool = true;
+
+    fn description() -> &'static str {
+        "Apply a patch to one or more files. Accepts the Codex format (`*** Begin Patch`, \
+         `*** Add File: p` with `+` lines, `*** Delete File: p`, `*** Update File: p` with optional \
+         `*** Move to: q` and `@@ [context line]` hunks of ' ', '-' and '+' lines, optional \
+         `*** End of File`, then `*** End Patch`) or a unified diff (`--- a/p`, `+++ b/p`, \
+         `@@ -a,b +c,d @@`). Every hunk is checked against the current files before anything is \
+         written: either the whole patch applies or nothing changes."
+    }
+
+    fn parameters() -> Value {
+        object_schema(
+            json!({
+                "patch": {"type": "string", "description": "The patch text."}
+            }),
+            &["patch"],
+        )
+    }
+
+    async fn run(
+        workspace: Workspace,
+        _ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<ToolOutput, ToolError> {
+        let ops = patch::parse(&args.patch)?;
+        let mut plan = Plan::default();
+        for op in ops {
+            plan.stage(&workspace, op).await?;
+        }
+        plan.commit(&workspace).await
+    }
+}
+
+/// A file as the patch sees it: its contents before, and after the operations
+/// staged so far (`None`: absent).
+struct Staged {
+    path: ResolvedPath,
+    before: Option<String>,
+    after: Option<String>,
+}
+
+/// Every file the patch touches, keyed by absolute path so that two sections
+/// naming one file (or a move onto a file the patch also edits) compose.
+#[derive(Default)]
+struct Plan {
+    files: BTreeMap<PathBuf, Staged>,
+    /// Paths in the order the patch first named them, for the report.
+    order: Vec<PathBuf>,
+}
+
+impl Plan {
+    async fn load(
+        &mut self,
+        workspace: &Workspace,
+        requested: &str,
+        must_exist: bool,
+    ) -> Result<&mut Staged, ToolError> {
+        let path = workspace.resolve(requested, Access::Write).await?;
+        let key = path.absolute.clone();
+        if !self.files.contains_key(&key) {
+            let display = path.display();
+            let before = if must_exist {
+                Some(decode_text(workspace.read(&path).await?, &display)?)
+            } else {
+                workspace
+                    .read_if_exists(&path)
+                    .await?
+                    .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            };
+            self.order.push(key.clone());
+            self.files.insert(
+                key.clone(),
+                Staged {
+                    path,
+                    after: before.clone(),
+                    before,
+                },
+            );
+        }
+        self.files
+            .get_mut(&key)
+            .ok_or_else(|| ToolError::new("apply_patch: internal error: staged file vanished"))
+    }
+
+    async fn stage(&mut self, workspace: &Workspace, op: FileOp) -> Result<(), ToolError> {
+        match op {
+            FileOp::Add { path, contents } => {
+                self.load(workspace, &path, false).await?.after = Some(contents);
+            }
+            FileOp::Delete { path } => {
+                let staged = self.load(workspace, &path, true).await?;
+                if staged.after.is_none() {
+                    return Err(ToolError::new(format!(
+                        "apply_patch: cannot delete {}: an earlier part of the patch already removed it",
+                        staged.path.display()
+                    )));
+                }
+                staged.after = None;
+            }
+            FileOp::Update {
+                path,
+                move_to,
+                hunks,
+            } => {
+                let staged = self.load(workspace, &path, true).await?;
+                let display = staged.path.display();
+                let Some(current) = staged.after.take() else {
+                    return Err(ToolError::new(format!(
+                        "apply_patch: cannot update {display}: an earlier part of the patch removed it"
+                    )));
+                };
+                let updated = patch::apply_hunks(&current, &hunks, &display)?;
+                match move_to {
+                    None => staged.after = Some(updated),
+                    Some(target) => {
+                        self.load(workspace, &target, false).await?.after = Some(updated);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the staged result. Everything was validated in memory; a write
+    /// that still fails (a full disk, a vanished runner) is reported with
+    /// what had already changed.
+    async fn commit(self, workspace: &Workspace) -> Result<ToolOutput, ToolError> {
+        let mut summary = Vec::new();
+        let mut changes = Vec::new();
+        let mut done: Vec<String> = Vec::new();
+        let changed = self
+            .order
+            .iter()
+            .filter_map(|key| self.files.get(key))
+            .filter(|staged| staged.before != staged.after);
+        // Writes before deletes: a move never loses the file's only copy.
+        let (writes, deletes): (Vec<&Staged>, Vec<&Staged>) =
+            changed.partition(|staged| staged.after.is_some());
+        for staged in writes.into_iter().chain(deletes) {
+            let display = staged.path.display();
+            let result = match &staged.after {
+                Some(contents) => {
+                    workspace
+                        .write(&staged.path, contents.clone().into_bytes())
+                        .await
+                }
+                None => workspace.remove(&staged.path).await,
+            };
+            if let Err(error) = result {
+                let already = if done.is_empty() {
+                    "no file had been changed".to_string()
+                } else {
+                    format!("already changed: {}", done.join(", "))
+                };
+                return Err(ToolError::new(format!("apply_patch: {error} ({already})")));
+            }
+            let marker = match (&staged.before, &staged.after) {
+                (None, Some(_)) => "A",
+                (Some(_), None) => "D",
+                _ => "M",
+            };
+            summary.push(format!("{marker} {display}"));
+            changes.push(file_change(
+                &display,
+                staged.before.as_deref().unwrap_or_default(),
+                staged.after.as_deref().unwrap_or_default(),
+            ));
+            done.push(display);
+        }
+        let text = if summary.is_empty() {
+            "patch applied; no file changed".to_string()
+        } else {
+            format!("applied patch:\n{}", summary.join("\n"))
+        };
+        Ok(ToolOutput::ok(text, json!({"file_changes": changes})))
+    }
+}
