@@ -54,7 +54,10 @@ impl ExtensionRegistryBuilder {
     }
 
     /// Materializes per-thread working directories. At most one.
-    pub fn workdir_materializer(&mut self, materializer: Arc<dyn WorkdirMaterializer>) -> &mut Self {
+    pub fn workdir_materializer(
+        &mut self,
+        materializer: Arc<dyn WorkdirMaterializer>,
+    ) -> &mut Self {
         if self.workdir_materializer.is_some() {
             self.duplicate_materializer = true;
         }
@@ -79,7 +82,10 @@ impl ExtensionRegistryBuilder {
         let mut remote_runner_providers = BTreeMap::new();
         for provider in self.remote_runner_providers {
             let id = provider.id();
-            if remote_runner_providers.insert(id.clone(), provider).is_some() {
+            if remote_runner_providers
+                .insert(id.clone(), provider)
+                .is_some()
+            {
                 anyhow::bail!("remote runner provider \"{id}\" is installed twice");
             }
         }

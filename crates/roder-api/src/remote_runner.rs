@@ -421,4 +421,3 @@ pub trait RemoteRunnerSession: Send + Sync + 'static {
 
     async fn close(&self) -> anyhow::Result<()>;
 }
-

@@ -88,12 +88,14 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn load_metadata(&self, thread_id: &str) -> anyhow::Result<Option<ThreadMetadata>>;
 
     /// Appends events in order. On return they are in the log.
-    async fn append_events(&self, thread_id: &str, events: &[EventEnvelope])
-    -> anyhow::Result<()>;
+    async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()>;
 
     /// Events with `seq > after_seq`, in order.
-    async fn load_events(&self, thread_id: &str, after_seq: u64)
-    -> anyhow::Result<Vec<EventEnvelope>>;
+    async fn load_events(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+    ) -> anyhow::Result<Vec<EventEnvelope>>;
 
     /// Metadata and all events; `None` when the thread does not exist.
     async fn load_thread(&self, thread_id: &str) -> anyhow::Result<Option<ThreadSnapshot>> {

@@ -287,7 +287,11 @@ mod tests {
         let mut registry = ToolRegistry::new();
         registry.register(Arc::new(Named("shell"))).unwrap();
         let error = registry.register(Arc::new(Named("shell"))).unwrap_err();
-        assert!(error.to_string().contains("\"shell\" is already registered"));
+        assert!(
+            error
+                .to_string()
+                .contains("\"shell\" is already registered")
+        );
         assert_eq!(registry.len(), 1);
     }
 

@@ -63,7 +63,9 @@ pub async fn run() -> anyhow::Result<()> {
 
     let started = Instant::now();
     for seq in 1..=EVENTS {
-        store.append_events(thread_id, &[event(thread_id, seq)]).await?;
+        store
+            .append_events(thread_id, &[event(thread_id, seq)])
+            .await?;
     }
     let append_s = started.elapsed().as_secs_f64();
     print(
@@ -86,7 +88,11 @@ pub async fn run() -> anyhow::Result<()> {
         let started = Instant::now();
         let events = store.load_events(thread_id, 0).await?;
         loads.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(events.len() as u64 == EVENTS, "loaded {} events", events.len());
+        anyhow::ensure!(
+            events.len() as u64 == EVENTS,
+            "loaded {} events",
+            events.len()
+        );
     }
     print(
         "store",

@@ -38,7 +38,13 @@ pub async fn run() -> anyhow::Result<()> {
         "ms",
         context.clone(),
     );
-    print("tool-loop", "ratio_to_raw_spawn", harness / raw, "ratio", context);
+    print(
+        "tool-loop",
+        "ratio_to_raw_spawn",
+        harness / raw,
+        "ratio",
+        context,
+    );
     Ok(())
 }
 
@@ -71,7 +77,9 @@ async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
     builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
         base_path: store.path().to_path_buf(),
     }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace.path())?);
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
+        workspace.path(),
+    )?);
     let runtime = Arc::new(Runtime::new(
         builder.build()?,
         RuntimeConfig {

@@ -211,6 +211,12 @@ mod tests {
             turn_deadline_seconds: Some(0),
             ..RuntimeConfig::default()
         };
-        assert!(config.validate().unwrap_err().to_string().contains("turn_deadline_seconds"));
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("turn_deadline_seconds")
+        );
     }
 }

@@ -58,11 +58,7 @@ impl ThreadStore for MemoryThreadStore {
         }))
     }
 
-    async fn append_events(
-        &self,
-        thread_id: &str,
-        events: &[EventEnvelope],
-    ) -> anyhow::Result<()> {
+    async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> {
         self.with(|threads| {
             threads
                 .entry(thread_id.to_string())

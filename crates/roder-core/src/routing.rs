@@ -36,7 +36,11 @@ pub(crate) struct RoutedResult {
     pub local: bool,
 }
 
-pub(crate) async fn execute(runtime: &Runtime, plan: &TurnPlan, call: &ModelToolCall) -> RoutedResult {
+pub(crate) async fn execute(
+    runtime: &Runtime,
+    plan: &TurnPlan,
+    call: &ModelToolCall,
+) -> RoutedResult {
     match route(runtime, plan, call).await {
         Ok((mut result, local)) => {
             // The model pairs results with calls by id: keep them the call's.
@@ -125,7 +129,9 @@ async fn on_runner(
     tool_call: ToolCall,
     binding: &ThreadRunnerBinding,
 ) -> anyhow::Result<ToolResult> {
-    let session = runtime.runner_session(&plan.thread, binding).await?;
+    let session = runtime
+        .runner_session(&plan.thread, &binding.destination)
+        .await?;
     let state = session.state();
     let _serial = runtime
         .execution_locks

@@ -28,7 +28,9 @@ impl Runtime {
     /// The installed working-directory materializer, if any.
     pub fn workdirs(&self) -> anyhow::Result<&Arc<dyn WorkdirMaterializer>> {
         self.workdir_materializer.as_ref().ok_or_else(|| {
-            anyhow::anyhow!("working directories are not supported: no workdir materializer is installed")
+            anyhow::anyhow!(
+                "working directories are not supported: no workdir materializer is installed"
+            )
         })
     }
 
@@ -80,7 +82,10 @@ impl Runtime {
     /// Marks a thread archived. Its working directory stays.
     pub async fn archive_thread(&self, thread_id: &str) -> anyhow::Result<ThreadMetadata> {
         let thread = self.thread_state(thread_id).await?;
-        update_metadata(self.store.as_ref(), &thread, |metadata| metadata.archived = true).await
+        update_metadata(self.store.as_ref(), &thread, |metadata| {
+            metadata.archived = true
+        })
+        .await
     }
 
     /// Deletes a thread's metadata and log. Refused while a turn runs. Its

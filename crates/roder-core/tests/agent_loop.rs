@@ -70,7 +70,10 @@ async fn several_rounds_feed_tool_results_back_to_the_model() {
 
 #[tokio::test]
 async fn a_second_turn_sees_the_first_turns_transcript() {
-    let harness = Harness::new(vec![final_round("first answer"), final_round("second answer")]);
+    let harness = Harness::new(vec![
+        final_round("first answer"),
+        final_round("second answer"),
+    ]);
     let thread_id = harness.thread().await;
     let mut events = harness.runtime.subscribe_events();
     harness.start(&thread_id, "one").await;
@@ -81,7 +84,9 @@ async fn a_second_turn_sees_the_first_turns_transcript() {
     let requests = harness.engine.requests();
     let second = &requests[1].transcript;
     assert_eq!(second.len(), 3, "{second:?}");
-    assert!(matches!(&second[1], TranscriptItem::AssistantMessage { text } if text == "first answer"));
+    assert!(
+        matches!(&second[1], TranscriptItem::AssistantMessage { text } if text == "first answer")
+    );
 }
 
 #[tokio::test]
@@ -100,7 +105,10 @@ async fn malformed_and_unknown_tool_calls_become_error_results() {
     harness.start(&thread_id, "go").await;
     let seen = until_turn_ends(&mut events, &thread_id).await;
 
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnCompleted(_)));
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnCompleted(_)
+    ));
     let tools = completed_tools(&seen);
     assert_eq!(tools.len(), 4);
     assert!(tools.iter().all(|call| call.is_error));
@@ -133,7 +141,13 @@ async fn read_only_policy_refuses_changes_and_offers_only_reading_tools() {
     let seen = until_turn_ends(&mut events, &thread_id).await;
     let tools = completed_tools(&seen);
     assert!(tools[0].is_error);
-    assert!(tools[0].output.as_deref().unwrap().contains("read-only policy"));
+    assert!(
+        tools[0]
+            .output
+            .as_deref()
+            .unwrap()
+            .contains("read-only policy")
+    );
     assert!(!harness.path("x.txt").exists());
     let offered: Vec<String> = harness.engine.requests()[0]
         .tools
@@ -161,5 +175,8 @@ async fn a_failed_model_request_fails_the_turn_and_keeps_the_thread_usable() {
     }
     harness.start(&thread_id, "two").await;
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnCompleted(_)));
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnCompleted(_)
+    ));
 }

@@ -18,14 +18,27 @@ async fn interrupt_during_inference_ends_the_turn_and_frees_the_thread() {
     let turn_id = harness.start(&thread_id, "think forever").await;
     harness.engine.wait_for_requests(1).await;
 
-    harness.runtime.interrupt_turn(&thread_id, &turn_id).await.unwrap();
+    harness
+        .runtime
+        .interrupt_turn(&thread_id, &turn_id)
+        .await
+        .unwrap();
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnInterrupted(_)));
-    assert_eq!(harness.runtime.running_turn(&thread_id).await.unwrap(), None);
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnInterrupted(_)
+    ));
+    assert_eq!(
+        harness.runtime.running_turn(&thread_id).await.unwrap(),
+        None
+    );
 
     harness.start(&thread_id, "again").await;
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnCompleted(_)));
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnCompleted(_)
+    ));
 }
 
 fn process_alive(pid: i32) -> bool {
@@ -74,9 +87,16 @@ async fn interrupt_during_a_command_kills_it_and_answers_the_open_call() {
     let pid = read_pid(&harness.path("bg.pid")).await;
     assert!(process_alive(pid));
 
-    harness.runtime.interrupt_turn(&thread_id, &turn_id).await.unwrap();
+    harness
+        .runtime
+        .interrupt_turn(&thread_id, &turn_id)
+        .await
+        .unwrap();
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnInterrupted(_)));
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnInterrupted(_)
+    ));
     let tools = completed_tools(&seen);
     assert_eq!(tools.len(), 1);
     assert!(tools[0].is_error);
@@ -91,8 +111,12 @@ async fn interrupt_during_a_command_kills_it_and_answers_the_open_call() {
     // The next turn runs, and its transcript answers the interrupted call.
     harness.start(&thread_id, "again").await;
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnCompleted(_)));
-    let transcript = &harness.engine.requests().last().unwrap().transcript;
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnCompleted(_)
+    ));
+    let requests = harness.engine.requests();
+    let transcript = &requests.last().unwrap().transcript;
     assert!(transcript.iter().any(|item| matches!(
         item,
         TranscriptItem::ToolResult { id, is_error: true, .. } if id == "sleep"
@@ -114,7 +138,10 @@ async fn a_turn_past_its_deadline_ends_with_deadline_exceeded() {
     }
     harness.start(&thread_id, "next").await;
     let seen = until_turn_ends(&mut events, &thread_id).await;
-    assert!(matches!(seen.last().unwrap().event, RoderEvent::TurnCompleted(_)));
+    assert!(matches!(
+        seen.last().unwrap().event,
+        RoderEvent::TurnCompleted(_)
+    ));
 }
 
 #[tokio::test]

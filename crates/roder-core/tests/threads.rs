@@ -17,7 +17,11 @@ async fn input_for_a_busy_thread_is_refused_without_writing_anything() {
     let thread_id = harness.thread().await;
     let turn_id = harness.start(&thread_id, "first").await;
     harness.engine.wait_for_requests(1).await;
-    let before = harness.runtime.read_thread_events(&thread_id, 0).await.unwrap();
+    let before = harness
+        .runtime
+        .read_thread_events(&thread_id, 0)
+        .await
+        .unwrap();
 
     let error = harness
         .runtime
@@ -32,9 +36,17 @@ async fn input_for_a_busy_thread_is_refused_without_writing_anything() {
         })
     );
     assert!(error.to_string().contains("busy"));
-    let after = harness.runtime.read_thread_events(&thread_id, 0).await.unwrap();
+    let after = harness
+        .runtime
+        .read_thread_events(&thread_id, 0)
+        .await
+        .unwrap();
     assert_eq!(before, after);
-    harness.runtime.interrupt_turn(&thread_id, &turn_id).await.unwrap();
+    harness
+        .runtime
+        .interrupt_turn(&thread_id, &turn_id)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -49,7 +61,11 @@ async fn events_read_by_cursor_survive_a_restart() {
     harness.start(&thread_id, "first").await;
     let live = until_turn_ends(&mut events, &thread_id).await;
 
-    let page = harness.runtime.read_thread_events(&thread_id, 0).await.unwrap();
+    let page = harness
+        .runtime
+        .read_thread_events(&thread_id, 0)
+        .await
+        .unwrap();
     assert_eq!(page.events.first().map(|event| event.seq), Some(1));
     assert!(matches!(page.events[0].event, RoderEvent::ThreadCreated(_)));
     assert_eq!(page.next_cursor, live.last().unwrap().seq);
@@ -145,7 +161,10 @@ fn runtime_new_rejects_settings_it_would_ignore() {
             "inference provider \"openai\" is not installed (installed: mock)",
         ),
     ] {
-        let error = build(config).err().expect("the config must be rejected").to_string();
+        let error = build(config)
+            .err()
+            .expect("the config must be rejected")
+            .to_string();
         assert!(error.contains(field), "{error} should contain {field}");
     }
     build(RuntimeConfig::default()).unwrap();
@@ -168,5 +187,9 @@ async fn thread_fields_the_runtime_does_not_support_are_rejected() {
     let mut request = roder_core::CreateThreadRequest::in_workspace("/tmp");
     request.selection_mode = Some("auto".to_string());
     let error = runtime.create_thread_with(request).await.unwrap_err();
-    assert!(error.to_string().contains("selection_mode is not supported"));
+    assert!(
+        error
+            .to_string()
+            .contains("selection_mode is not supported")
+    );
 }

@@ -57,8 +57,14 @@ mod tests {
         let deadline = TurnDeadline::new(Some(34));
         tokio::time::advance(Duration::from_millis(2_100)).await;
         assert_eq!(deadline.remaining_whole_seconds(), Some(31));
-        assert_eq!(deadline.lease_acquire_timeout(), Duration::from_millis(31_900));
-        assert_eq!(deadline.lease_timeout(), Some(Duration::from_millis(91_900)));
+        assert_eq!(
+            deadline.lease_acquire_timeout(),
+            Duration::from_millis(31_900)
+        );
+        assert_eq!(
+            deadline.lease_timeout(),
+            Some(Duration::from_millis(91_900))
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use roder_api::events::{RoderEvent, RunnerLifecycle, RunnerLifecycleAction};
 use roder_api::remote_runner::{
-    RemoteRunnerProvider, RemoteRunnerSession, RunnerSessionState, ThreadRunnerBinding,
+    RemoteRunnerProvider, RemoteRunnerSession, RunnerDestination, RunnerSessionState,
 };
 
 use crate::runner::binding;
@@ -23,44 +23,51 @@ impl Runtime {
     pub(crate) async fn runner_session(
         &self,
         thread: &Arc<ThreadState>,
-        binding: &ThreadRunnerBinding,
+        destination: &RunnerDestination,
     ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
-        let provider = binding::provider(&self.providers, &binding.destination.provider_id)?.clone();
+        let provider = binding::provider(&self.providers, &destination.provider_id)?.clone();
         let provisioner = Provisioner {
             store: self.store.clone(),
             bus: self.bus.clone(),
             thread: thread.clone(),
             provider,
-            binding: binding.clone(),
+            destination: destination.clone(),
         };
         self.sessions
             .get_or_init(&thread.thread_id, move || provisioner.run().boxed())
             .await
     }
 
-    async fn bound_thread(
+    /// The thread's runner destination: its binding's, else the runtime-level
+    /// destination recorded when it was created (lifecycle operations work on
+    /// a sandbox even when no workspace was known to bind tools to).
+    async fn thread_destination(
         &self,
         thread_id: &str,
     ) -> anyhow::Result<(
         Arc<ThreadState>,
-        ThreadRunnerBinding,
+        RunnerDestination,
         Arc<dyn RemoteRunnerProvider>,
     )> {
         let thread = self.thread_state(thread_id).await?;
         let metadata = self.thread_metadata(thread_id).await?;
-        let binding = metadata.runner_binding.ok_or_else(|| {
-            anyhow::anyhow!(
-                "thread \"{thread_id}\" is not bound to a runner; create it with a runner selection"
-            )
-        })?;
-        let provider = binding::provider(&self.providers, &binding.destination.provider_id)?.clone();
-        Ok((thread, binding, provider))
+        let destination = metadata
+            .runner_binding
+            .map(|binding| binding.destination)
+            .or(metadata.runner_destination)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "thread \"{thread_id}\" has no runner; create it with a runner selection or configure a runner destination"
+                )
+            })?;
+        let provider = binding::provider(&self.providers, &destination.provider_id)?.clone();
+        Ok((thread, destination, provider))
     }
 
     /// Provisions (or reuses) the thread's session, then pauses it.
     pub async fn pause_thread_runner(&self, thread_id: &str) -> anyhow::Result<RunnerSessionState> {
-        let (thread, binding, provider) = self.bound_thread(thread_id).await?;
-        let session = self.runner_session(&thread, &binding).await?;
+        let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let session = self.runner_session(&thread, &destination).await?;
         if !provider.capabilities().pausable {
             anyhow::bail!(
                 "runner provider \"{}\" does not support pausing",
@@ -74,9 +81,12 @@ impl Runtime {
     }
 
     /// Wakes the thread's session (provisioning or resuming it if needed).
-    pub async fn resume_thread_runner(&self, thread_id: &str) -> anyhow::Result<RunnerSessionState> {
-        let (thread, binding, provider) = self.bound_thread(thread_id).await?;
-        let session = self.runner_session(&thread, &binding).await?;
+    pub async fn resume_thread_runner(
+        &self,
+        thread_id: &str,
+    ) -> anyhow::Result<RunnerSessionState> {
+        let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let session = self.runner_session(&thread, &destination).await?;
         let state = session.resume().await?;
         self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Woken, &state)
             .await?;
@@ -84,15 +94,18 @@ impl Runtime {
     }
 
     /// Releases the local handle and keeps the sandbox for a later rejoin.
-    pub async fn detach_thread_runner(&self, thread_id: &str) -> anyhow::Result<RunnerSessionState> {
-        let (thread, binding, provider) = self.bound_thread(thread_id).await?;
+    pub async fn detach_thread_runner(
+        &self,
+        thread_id: &str,
+    ) -> anyhow::Result<RunnerSessionState> {
+        let (thread, destination, provider) = self.thread_destination(thread_id).await?;
         if !provider.capabilities().detachable {
             anyhow::bail!(
                 "runner provider \"{}\" does not support detaching",
                 provider.id()
             );
         }
-        let session = self.runner_session(&thread, &binding).await?;
+        let session = self.runner_session(&thread, &destination).await?;
         let state = session.detach().await?;
         self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Detached, &state)
             .await?;
@@ -107,7 +120,7 @@ impl Runtime {
         thread_id: &str,
         sandbox_id: Option<String>,
     ) -> anyhow::Result<RunnerSessionState> {
-        let (thread, binding, provider) = self.bound_thread(thread_id).await?;
+        let (thread, destination, provider) = self.thread_destination(thread_id).await?;
         let metadata = self.thread_metadata(thread_id).await?;
         let mut state = match metadata.runner_state {
             Some(state) => state,
@@ -115,7 +128,7 @@ impl Runtime {
                 Some(id) => RunnerSessionState {
                     provider_id: provider.id(),
                     session_id: id.clone(),
-                    destination_id: binding.destination.id.clone(),
+                    destination_id: destination.id.clone(),
                     snapshot: None,
                     metadata: serde_json::Value::Null,
                 },

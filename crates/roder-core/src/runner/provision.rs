@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use roder_api::events::{RoderEvent, RunnerLifecycle, RunnerLifecycleAction};
-use roder_api::remote_runner::{RemoteRunnerProvider, RemoteRunnerSession, ThreadRunnerBinding};
+use roder_api::remote_runner::{RemoteRunnerProvider, RemoteRunnerSession, RunnerDestination};
 use roder_api::thread::ThreadStore;
 
 use crate::bus::EventBus;
@@ -21,7 +21,7 @@ pub(crate) struct Provisioner {
     pub bus: Arc<EventBus>,
     pub thread: Arc<ThreadState>,
     pub provider: Arc<dyn RemoteRunnerProvider>,
-    pub binding: ThreadRunnerBinding,
+    pub destination: RunnerDestination,
 }
 
 impl Provisioner {
@@ -58,8 +58,7 @@ impl Provisioner {
             .ok_or_else(|| RuntimeError::ThreadNotFound(self.thread.thread_id.clone()))?;
         let provider_id = self.provider.id();
         let resumable = metadata.runner_state.filter(|state| {
-            state.provider_id == provider_id
-                && state.destination_id == self.binding.destination.id
+            state.provider_id == provider_id && state.destination_id == self.destination.id
         });
         let mut resumed = None;
         if let Some(state) = resumable {
@@ -76,7 +75,7 @@ impl Provisioner {
             Some(session) => (session, RunnerLifecycleAction::Resumed),
             None => (
                 self.provider
-                    .create_session(self.binding.destination.clone())
+                    .create_session(self.destination.clone())
                     .await?,
                 RunnerLifecycleAction::Created,
             ),

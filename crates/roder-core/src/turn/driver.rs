@@ -136,10 +136,12 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
             .emit_locked(&mut cursor, plan.thread_id(), Some(&plan.turn_id), event)
             .await
         {
-            tracing::warn!("could not record the end of turn {}: {error:#}", plan.turn_id);
+            tracing::warn!(
+                "could not record the end of turn {}: {error:#}",
+                plan.turn_id
+            );
         }
     }
     plan.active.done.store(true, Ordering::SeqCst);
     plan.active.finished.notify_waiters();
 }
-

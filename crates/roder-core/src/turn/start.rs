@@ -219,7 +219,9 @@ impl Runtime {
 }
 
 async fn read_agents_md(root: &Path) -> Option<String> {
-    let text = tokio::fs::read_to_string(root.join("AGENTS.md")).await.ok()?;
+    let text = tokio::fs::read_to_string(root.join("AGENTS.md"))
+        .await
+        .ok()?;
     let mut end = text.len().min(AGENTS_MD_LIMIT);
     while !text.is_char_boundary(end) {
         end -= 1;

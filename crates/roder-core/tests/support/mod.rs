@@ -26,7 +26,10 @@ impl Harness {
         Self::with_config(rounds, |_| {})
     }
 
-    pub fn with_config(rounds: Vec<ScriptedRound>, adjust: impl FnOnce(&mut RuntimeConfig)) -> Self {
+    pub fn with_config(
+        rounds: Vec<ScriptedRound>,
+        adjust: impl FnOnce(&mut RuntimeConfig),
+    ) -> Self {
         let workspace = tempfile::tempdir().unwrap();
         let store_dir = tempfile::tempdir().unwrap();
         let engine = ScriptedEngine::new(rounds);
