@@ -1,0 +1,407 @@
+//! The destination config (`RunnerDestination::config`) and the session state
+//! persisted with a thread.
+//!
+//! Both are stored in plain JSON with the thread, so neither ever holds the
+//! API token: that comes from the environment when a session starts. Unknown
+//! keys are rejected rather than ignored, because a misspelt `cleanup` that
+//! silently fell back to the default would delete a sprite the user meant to
+//! keep.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::SpritesError;
+
+/// Where sessions run commands unless the config says otherwise.
+pub const DEFAULT_WORKING_DIR: &str = "/home/sprite/workspace";
+/// Prefix of generated sprite names.
+pub const DEFAULT_NAME_PREFIX: &str = "roder";
+
+const KNOWN_KEYS: &[&str] = &[
+    "sprite_name",
+    "sprite_name_prefix",
+    "cleanup",
+    "working_dir",
+    "base_url",
+];
+
+/// Longest sprite name accepted. Sprite URLs are `https://<name>-<org>.sprites.app`,
+/// so a name must fit in a DNS label; the API's own limit is not documented.
+const MAX_NAME_LEN: usize = 63;
+/// Length of the random suffix of generated names.
+const SUFFIX_LEN: usize = 8;
+
+/// What happens to the sprite when the session is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleanup {
+    /// `DELETE` the sprite on close (the default for generated names).
+    DeleteOnClose,
+    /// Leave the sprite running; it hibernates by itself when idle.
+    Keep,
+}
+
+impl Cleanup {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cleanup::DeleteOnClose => "delete-on-close",
+            Cleanup::Keep => "keep",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, SpritesError> {
+        match value {
+            "delete-on-close" => Ok(Cleanup::DeleteOnClose),
+            "keep" => Ok(Cleanup::Keep),
+            other => Err(SpritesError::Config(format!(
+                "cleanup must be \"delete-on-close\" or \"keep\", got \"{other}\""
+            ))),
+        }
+    }
+}
+
+/// A parsed, validated destination config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpritesConfig {
+    /// Use (or create) exactly this sprite instead of generating a name.
+    pub sprite_name: Option<String>,
+    /// Prefix of generated names: `<prefix>-<8 hex chars>`.
+    pub sprite_name_prefix: String,
+    /// Defaults to `delete-on-close` for generated sprites and to `keep` when
+    /// `sprite_name` names one, so adopting an existing sprite never deletes
+    /// it unless the config asks for that explicitly.
+    pub cleanup: Cleanup,
+    /// Absolute path in the sprite; relative paths resolve against it.
+    pub working_dir: String,
+    /// API base URL without a trailing slash.
+    pub base_url: String,
+}
+
+impl SpritesConfig {
+    /// Parses `config` (`null` or an object). `default_base_url` applies when
+    /// the config has no `base_url`.
+    pub fn parse(config: &Value, default_base_url: &str) -> Result<Self, SpritesError> {
+        let empty = Map::new();
+        let map = match config {
+            Value::Null => &empty,
+            Value::Object(map) => map,
+            other => {
+                return Err(SpritesError::Config(format!(
+                    "the destination config must be a JSON object, got {other}"
+                )));
+            }
+        };
+        let unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|key| !KNOWN_KEYS.contains(key))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(SpritesError::Config(format!(
+                "unknown key{} {} (known keys: {})",
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown
+                    .iter()
+                    .map(|k| format!("\"{k}\""))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                KNOWN_KEYS.join(", ")
+            )));
+        }
+
+        let sprite_name = string_field(map, "sprite_name")?
+            .map(|name| validate_sprite_name(&name).map(|()| name))
+            .transpose()?;
+        let sprite_name_prefix = match string_field(map, "sprite_name_prefix")? {
+            Some(prefix) => normalize_prefix(&prefix)?,
+            None => DEFAULT_NAME_PREFIX.to_string(),
+        };
+        let cleanup = match string_field(map, "cleanup")? {
+            Some(value) => Cleanup::parse(&value)?,
+            None if sprite_name.is_some() => Cleanup::Keep,
+            None => Cleanup::DeleteOnClose,
+        };
+        let working_dir = match string_field(map, "working_dir")? {
+            Some(dir) => normalize_working_dir(&dir)?,
+            None => DEFAULT_WORKING_DIR.to_string(),
+        };
+        let base_url = match string_field(map, "base_url")? {
+            Some(url) => normalize_base_url(&url)?,
+            None => normalize_base_url(default_base_url)?,
+        };
+        Ok(Self {
+            sprite_name,
+            sprite_name_prefix,
+            cleanup,
+            working_dir,
+            base_url,
+        })
+    }
+
+    /// A fresh name: `<prefix>-<8 random hex chars>`.
+    pub fn generate_name(&self) -> String {
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        format!("{}-{}", self.sprite_name_prefix, &suffix[..SUFFIX_LEN])
+    }
+}
+
+/// What a session persists so it can be resumed or rejoined: no secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PersistedSession {
+    pub name: String,
+    pub working_dir: String,
+    pub base_url: String,
+    pub cleanup: Cleanup,
+}
+
+impl PersistedSession {
+    pub(crate) fn to_value(&self) -> Value {
+        json!({
+            "name": self.name,
+            "working_dir": self.working_dir,
+            "base_url": self.base_url,
+            "cleanup": self.cleanup.as_str(),
+        })
+    }
+
+    /// Reads session metadata; `session_id` (the sprite name) fills in a
+    /// missing `name`, and missing fields fall back to the defaults.
+    pub(crate) fn from_state(
+        session_id: &str,
+        metadata: &Value,
+        default_base_url: &str,
+    ) -> Result<Self, SpritesError> {
+        let empty = Map::new();
+        let map = metadata.as_object().unwrap_or(&empty);
+        let name = string_field(map, "name")?.unwrap_or_else(|| session_id.to_string());
+        validate_sprite_name(&name)?;
+        let working_dir = match string_field(map, "working_dir")? {
+            Some(dir) => normalize_working_dir(&dir)?,
+            None => DEFAULT_WORKING_DIR.to_string(),
+        };
+        let base_url = normalize_base_url(
+            string_field(map, "base_url")?
+                .as_deref()
+                .unwrap_or(default_base_url),
+        )?;
+        let cleanup = match string_field(map, "cleanup")? {
+            Some(value) => Cleanup::parse(&value)?,
+            None => Cleanup::Keep,
+        };
+        Ok(Self {
+            name,
+            working_dir,
+            base_url,
+            cleanup,
+        })
+    }
+}
+
+fn string_field(map: &Map<String, Value>, key: &str) -> Result<Option<String>, SpritesError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(SpritesError::Config(format!(
+            "{key} must be a string, got {other}"
+        ))),
+    }
+}
+
+/// Sprite names are lowercase letters, digits and hyphens (they become part
+/// of a hostname), start with a letter or digit and do not end with a hyphen.
+pub(crate) fn validate_sprite_name(name: &str) -> Result<(), SpritesError> {
+    let bad = |why: &str| {
+        Err(SpritesError::Config(format!(
+            "sprite_name \"{name}\" is not a valid sprite name: {why}"
+        )))
+    };
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return bad(&format!("it must be 1 to {MAX_NAME_LEN} characters long"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return bad(&format!(
+            "'{c}' is not allowed (use lowercase letters, digits and '-')"
+        ));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return bad("it must not start or end with '-'");
+    }
+    Ok(())
+}
+
+/// Lowercases the prefix and drops trailing hyphens, then checks that the
+/// generated names will be valid.
+fn normalize_prefix(prefix: &str) -> Result<String, SpritesError> {
+    let normalized = prefix
+        .to_ascii_lowercase()
+        .trim_end_matches('-')
+        .to_string();
+    let max = MAX_NAME_LEN - 1 - SUFFIX_LEN;
+    if normalized.is_empty() || normalized.len() > max {
+        return Err(SpritesError::Config(format!(
+            "sprite_name_prefix \"{prefix}\" must be 1 to {max} characters long"
+        )));
+    }
+    validate_sprite_name(&normalized).map_err(|_| {
+        SpritesError::Config(format!(
+            "sprite_name_prefix \"{prefix}\" may only hold letters, digits and '-' and must not start with '-'"
+        ))
+    })?;
+    Ok(normalized)
+}
+
+fn normalize_working_dir(dir: &str) -> Result<String, SpritesError> {
+    if !dir.starts_with('/') {
+        return Err(SpritesError::Config(format!(
+            "working_dir \"{dir}\" must be an absolute path in the sprite (e.g. {DEFAULT_WORKING_DIR})"
+        )));
+    }
+    if dir.contains('\0') || dir.split('/').any(|part| part == "..") {
+        return Err(SpritesError::Config(format!(
+            "working_dir \"{dir}\" must not contain '..' or NUL"
+        )));
+    }
+    let trimmed = dir.trim_end_matches('/');
+    Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+}
+
+fn normalize_base_url(url: &str) -> Result<String, SpritesError> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let valid_scheme = trimmed.starts_with("https://") || trimmed.starts_with("http://");
+    let has_host = trimmed
+        .split("://")
+        .nth(1)
+        .is_some_and(|rest| !rest.is_empty());
+    if !valid_scheme || !has_host || trimmed.contains(['?', '#']) {
+        return Err(SpritesError::Config(format!(
+            "base_url \"{url}\" must be an http(s) URL without query or fragment, e.g. https://api.sprites.dev"
+        )));
+    }
+    Ok(trimmed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "https://api.sprites.dev";
+
+    fn parse(config: Value) -> Result<SpritesConfig, SpritesError> {
+        SpritesConfig::parse(&config, BASE)
+    }
+
+    #[test]
+    fn defaults_apply_to_an_empty_config() {
+        for config in [Value::Null, json!({})] {
+            let parsed = parse(config).unwrap();
+            assert_eq!(
+                parsed,
+                SpritesConfig {
+                    sprite_name: None,
+                    sprite_name_prefix: "roder".into(),
+                    cleanup: Cleanup::DeleteOnClose,
+                    working_dir: DEFAULT_WORKING_DIR.into(),
+                    base_url: BASE.into(),
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let parsed = parse(json!({
+            "sprite_name": "my-box",
+            "sprite_name_prefix": "Team-",
+            "cleanup": "delete-on-close",
+            "working_dir": "/srv/app/",
+            "base_url": "http://127.0.0.1:9/",
+        }))
+        .unwrap();
+        assert_eq!(parsed.sprite_name.as_deref(), Some("my-box"));
+        assert_eq!(parsed.sprite_name_prefix, "team");
+        assert_eq!(parsed.cleanup, Cleanup::DeleteOnClose);
+        assert_eq!(parsed.working_dir, "/srv/app");
+        assert_eq!(parsed.base_url, "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn a_named_sprite_is_kept_unless_asked() {
+        assert_eq!(
+            parse(json!({"sprite_name": "mine"})).unwrap().cleanup,
+            Cleanup::Keep
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = parse(json!({"cleanupp": "keep", "token": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown keys \"cleanupp\", \"token\""),
+            "{err}"
+        );
+        assert!(err.contains("known keys: sprite_name"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases = [
+            (json!({"cleanup": "nuke"}), "\"nuke\""),
+            (json!({"cleanup": 1}), "cleanup must be a string"),
+            (json!({"working_dir": "work"}), "must be an absolute path"),
+            (json!({"working_dir": "/a/../b"}), "'..'"),
+            (json!({"base_url": "ftp://x"}), "base_url \"ftp://x\""),
+            (json!({"base_url": "https://"}), "base_url"),
+            (json!({"sprite_name": "Bad_Name"}), "'B' is not allowed"),
+            (json!({"sprite_name": "-x"}), "must not start or end"),
+            (
+                json!({"sprite_name_prefix": "a b"}),
+                "sprite_name_prefix \"a b\"",
+            ),
+            (json!({"sprite_name_prefix": "---"}), "1 to 54"),
+            (json!("roder"), "must be a JSON object"),
+        ];
+        for (config, needle) in cases {
+            let err = parse(config.clone()).unwrap_err().to_string();
+            assert!(err.contains(needle), "{config}: {err}");
+        }
+    }
+
+    #[test]
+    fn generated_names_are_valid_and_distinct() {
+        let config = parse(json!({"sprite_name_prefix": "roder-core-live"})).unwrap();
+        let a = config.generate_name();
+        let b = config.generate_name();
+        assert_ne!(a, b);
+        assert!(a.starts_with("roder-core-live-"));
+        assert_eq!(a.len(), "roder-core-live-".len() + SUFFIX_LEN);
+        validate_sprite_name(&a).unwrap();
+        let long = parse(json!({"sprite_name_prefix": "p".repeat(54)})).unwrap();
+        validate_sprite_name(&long.generate_name()).unwrap();
+    }
+
+    #[test]
+    fn persisted_state_round_trips_without_secrets() {
+        let persisted = PersistedSession {
+            name: "roder-1234abcd".into(),
+            working_dir: "/home/sprite/w".into(),
+            base_url: BASE.into(),
+            cleanup: Cleanup::DeleteOnClose,
+        };
+        let value = persisted.to_value();
+        let mut keys: Vec<_> = value.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, vec!["base_url", "cleanup", "name", "working_dir"]);
+        assert_eq!(
+            PersistedSession::from_state("ignored", &value, "http://other").unwrap(),
+            persisted
+        );
+        let minimal = PersistedSession::from_state("roder-x", &Value::Null, BASE).unwrap();
+        assert_eq!(minimal.name, "roder-x");
+        assert_eq!(minimal.cleanup, Cleanup::Keep);
+        assert!(PersistedSession::from_state("../etc", &Value::Null, BASE).is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! The provider: turns destinations into sprites and persisted state back
+//! into sessions.
+//!
+//! The token is looked up each time a session is created, resumed or
+//! rejoined, never stored in config or state, so rotating `SPRITES_TOKEN`
+//! takes effect on the next session without touching persisted threads.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roder_api::remote_runner::{
+    RemoteRunnerProvider, RemoteRunnerProviderId, RemoteRunnerSession, RunnerCapabilities,
+    RunnerDestination, RunnerMountCapabilities, RunnerSessionState,
+};
+
+use crate::client::{ApiToken, ExecCall, SpritesClient};
+use crate::config::{Cleanup, PersistedSession, SpritesConfig};
+use crate::error::SpritesError;
+use crate::exec_frames::ExecCollector;
+use crate::retry::RetryPolicy;
+use crate::session::SpritesSession;
+use crate::{API_URL_ENV, DEFAULT_API_URL, PROVIDER_ID, TOKEN_ENV};
+
+/// Connecting must not hang a session start when the API is unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Where the API token comes from.
+#[derive(Clone, Default)]
+pub enum TokenSource {
+    /// The `SPRITES_TOKEN` environment variable, read at each session start.
+    #[default]
+    Env,
+    /// A fixed token (tests, embedders with their own secret store). An empty
+    /// string counts as no token.
+    Static(String),
+}
+
+impl fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenSource::Env => write!(f, "Env({TOKEN_ENV})"),
+            TokenSource::Static(_) => f.write_str("Static(<redacted>)"),
+        }
+    }
+}
+
+/// How a [`SpritesRunnerProvider`] finds the API.
+#[derive(Debug, Clone, Default)]
+pub struct SpritesProviderOptions {
+    /// The token's source; [`TokenSource::Env`] by default.
+    pub token: TokenSource,
+    /// Base URL when a destination names none. `None` reads `SPRITES_API_URL`,
+    /// falling back to `https://api.sprites.dev`.
+    pub base_url: Option<String>,
+    /// Retry bounds for idempotent requests.
+    pub retry: RetryPolicy,
+}
+
+/// Runner provider for Fly.io Sprites.
+pub struct SpritesRunnerProvider {
+    options: SpritesProviderOptions,
+    /// Built once and shared by every session (one connection pool). Kept as
+    /// a `Result` so a TLS set-up failure surfaces as a session error, not a
+    /// panic in `Default`.
+    http: Result<reqwest::Client, String>,
+}
+
+impl Default for SpritesRunnerProvider {
+    /// Reads the token from `SPRITES_TOKEN` and the base URL from
+    /// `SPRITES_API_URL` (else the public API) when sessions start.
+    fn default() -> Self {
+        Self::new(SpritesProviderOptions::default())
+    }
+}
+
+impl fmt::Debug for SpritesRunnerProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpritesRunnerProvider")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SpritesRunnerProvider {
+    /// A provider with explicit options.
+    pub fn new(options: SpritesProviderOptions) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!(
+                "roder-ext-runner-sprites/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"));
+        Self { options, http }
+    }
+
+    fn token(&self) -> Result<ApiToken, SpritesError> {
+        let raw = match &self.options.token {
+            TokenSource::Env => std::env::var(TOKEN_ENV).unwrap_or_default(),
+            TokenSource::Static(token) => token.clone(),
+        };
+        ApiToken::new(raw).ok_or(SpritesError::MissingToken)
+    }
+
+    fn default_base_url(&self) -> String {
+        if let Some(url) = &self.options.base_url {
+            return url.clone();
+        }
+        match std::env::var(API_URL_ENV) {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ => DEFAULT_API_URL.to_string(),
+        }
+    }
+
+    fn client(&self, base_url: String) -> anyhow::Result<SpritesClient> {
+        let token = self.token()?;
+        let http = self.http.clone().map_err(anyhow::Error::msg)?;
+        Ok(SpritesClient::new(
+            http,
+            base_url,
+            token,
+            self.options.retry.clone(),
+        ))
+    }
+
+    fn parse_destination(&self, destination: &RunnerDestination) -> anyhow::Result<SpritesConfig> {
+        if destination.provider_id != PROVIDER_ID {
+            anyhow::bail!(
+                "destination \"{}\" is for runner provider \"{}\", not \"{PROVIDER_ID}\"",
+                destination.id,
+                destination.provider_id
+            );
+        }
+        Ok(SpritesConfig::parse(
+            &destination.config,
+            &self.default_base_url(),
+        )?)
+    }
+
+    /// Reattaches to the sprite named in `state`; fails if it is gone.
+    async fn attach(
+        &self,
+        state: RunnerSessionState,
+    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+        if state.provider_id != PROVIDER_ID {
+            anyhow::bail!(
+                "runner state belongs to provider \"{}\", not \"{PROVIDER_ID}\"",
+                state.provider_id
+            );
+        }
+        let persisted = PersistedSession::from_state(
+            &state.session_id,
+            &state.metadata,
+            &self.default_base_url(),
+        )?;
+        let client = self.client(persisted.base_url.clone())?;
+        if client.get_sprite(&persisted.name).await?.is_none() {
+            return Err(SpritesError::SpriteNotFound {
+                name: persisted.name,
+                action: "resuming the runner session".to_string(),
+            }
+            .into());
+        }
+        Ok(Arc::new(SpritesSession::new(
+            client,
+            persisted,
+            state.destination_id,
+            state.snapshot,
+        )))
+    }
+}
+
+#[async_trait::async_trait]
+impl RemoteRunnerProvider for SpritesRunnerProvider {
+    fn id(&self) -> RemoteRunnerProviderId {
+        PROVIDER_ID.to_string()
+    }
+
+    /// Not `pausable`: sprites hibernate by themselves after ~30 s idle and
+    /// wake on the next request. `detachable`: the sprite outlives the handle
+    /// and is found again by name.
+    fn capabilities(&self) -> RunnerCapabilities {
+        RunnerCapabilities {
+            command_exec: true,
+            file_read: true,
+            file_write: true,
+            port_preview: true,
+            snapshots: true,
+            cancellation: true,
+            artifact_export: false,
+            mounts: RunnerMountCapabilities::default(),
+            pausable: false,
+            detachable: true,
+        }
+    }
+
+    fn setup_hint(&self) -> Option<String> {
+        match self.token() {
+            Ok(_) => None,
+            Err(_) => Some(format!(
+                "set the {TOKEN_ENV} environment variable to a Sprites API token to use the sprites runner"
+            )),
+        }
+    }
+
+    /// `None`: the workspace is the destination's `working_dir`, which the
+    /// runtime reads from the config.
+    fn default_workspace(&self) -> Option<String> {
+        None
+    }
+
+    async fn validate_destination(&self, destination: &RunnerDestination) -> anyhow::Result<()> {
+        self.parse_destination(destination)?;
+        self.token()?;
+        Ok(())
+    }
+
+    /// Creates (or, with `sprite_name`, adopts) a sprite and makes sure the
+    /// working directory exists. A sprite this call created is deleted again
+    /// if preparing it fails and cleanup is `delete-on-close`.
+    async fn create_session(
+        &self,
+        destination: RunnerDestination,
+    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+        let config = self.parse_destination(&destination)?;
+        let client = self.client(config.base_url.clone())?;
+        let (name, created) = match &config.sprite_name {
+            Some(name) => match client.get_sprite(name).await? {
+                Some(_) => (name.clone(), false),
+                None => (client.create_sprite(name).await?.name, true),
+            },
+            None => {
+                let name = config.generate_name();
+                (client.create_sprite(&name).await?.name, true)
+            }
+        };
+        if let Err(err) = make_working_dir(&client, &name, &config.working_dir).await {
+            if created && config.cleanup == Cleanup::DeleteOnClose {
+                // Best effort: the original error matters more than a failed clean-up.
+                let _ = client.delete_sprite(&name).await;
+            }
+            return Err(err);
+        }
+        let persisted = PersistedSession {
+            name,
+            working_dir: config.working_dir,
+            base_url: config.base_url,
+            cleanup: config.cleanup,
+        };
+        Ok(Arc::new(SpritesSession::new(
+            client,
+            persisted,
+            destination.id,
+            None,
+        )))
+    }
+
+    async fn resume_session(
+        &self,
+        state: RunnerSessionState,
+    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+        self.attach(state).await
+    }
+
+    /// Same as resume: a sprite is found by name, whatever the handle did.
+    async fn rejoin_session(
+        &self,
+        state: RunnerSessionState,
+    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+        self.attach(state).await
+    }
+}
+
+/// `mkdir -p` the working directory. It runs from `/` (the directory may not
+/// exist yet) with the path made relative to `/`: the same directory on a
+/// sprite, and inside the sprite's directory on a fake server that runs
+/// commands on its host.
+async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyhow::Result<()> {
+    let relative = dir.trim_start_matches('/');
+    if relative.is_empty() {
+        return Ok(());
+    }
+    let call = ExecCall {
+        argv: vec!["mkdir".into(), "-p".into(), "--".into(), relative.into()],
+        dir: "/".into(),
+        env: Vec::new(),
+    };
+    let mut collector = ExecCollector::default();
+    client.exec(name, &call, &mut collector).await?;
+    let output = collector.take_output();
+    if output.exit_code != Some(0) {
+        anyhow::bail!(
+            "could not create working_dir {dir} in sprite \"{name}\" (exit code {}): {}",
+            output
+                .exit_code
+                .map_or_else(|| "unknown".to_string(), |c| c.to_string()),
+            output.stderr.trim()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_tokens_never_print() {
+        let provider = SpritesRunnerProvider::new(SpritesProviderOptions {
+            token: TokenSource::Static("s3cret".into()),
+            ..Default::default()
+        });
+        assert!(!format!("{provider:?}").contains("s3cret"));
+        assert_eq!(provider.setup_hint(), None);
+    }
+
+    #[test]
+    fn the_setup_hint_names_the_variable() {
+        let provider = SpritesRunnerProvider::new(SpritesProviderOptions {
+            token: TokenSource::Static(String::new()),
+            ..Default::default()
+        });
+        assert!(provider.setup_hint().unwrap().contains(TOKEN_ENV));
+    }
+
+    #[test]
+    fn capabilities_match_the_platform() {
+        let caps = SpritesRunnerProvider::default().capabilities();
+        assert!(caps.command_exec && caps.file_read && caps.file_write);
+        assert!(caps.snapshots && caps.cancellation && caps.port_preview && caps.detachable);
+        assert!(!caps.pausable && !caps.artifact_export);
+        assert_eq!(SpritesRunnerProvider::default().default_workspace(), None);
+    }
+}

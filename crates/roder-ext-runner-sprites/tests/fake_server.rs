@@ -1,0 +1,568 @@
+//! The provider against `roder_testkit::fake_sprites`: real HTTP on
+//! 127.0.0.1, real processes standing in for the sprite.
+//!
+//! The token and base URL are passed through `SpritesProviderOptions`; no
+//! test touches the process environment (tests run in parallel threads).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roder_api::remote_runner::{
+    RemoteRunnerProvider, RemoteRunnerSession, RunnerCommandRequest, RunnerDestination,
+    RunnerFileReadRequest, RunnerFileWriteRequest, RunnerManifest, RunnerPortRequest,
+};
+use roder_ext_runner_sprites::{
+    PROVIDER_ID, RetryPolicy, SpritesError, SpritesProviderOptions, SpritesRunnerProvider,
+    TOKEN_ENV, TokenSource,
+};
+use roder_testkit::fake_sprites::{FakeRoute, FakeSpritesServer};
+use serde_json::{Value, json};
+
+const WORKSPACE: &str = "/home/sprite/workspace";
+
+/// Retries without waiting, so retry tests stay fast.
+fn instant_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 3,
+        initial_backoff: Duration::ZERO,
+        max_backoff: Duration::ZERO,
+        max_retry_after: Duration::from_secs(30),
+    }
+}
+
+fn provider_with_token(fake: &FakeSpritesServer, token: &str) -> SpritesRunnerProvider {
+    SpritesRunnerProvider::new(SpritesProviderOptions {
+        token: TokenSource::Static(token.to_string()),
+        base_url: Some(fake.base_url()),
+        retry: instant_retry(),
+    })
+}
+
+fn provider(fake: &FakeSpritesServer) -> SpritesRunnerProvider {
+    provider_with_token(fake, fake.token())
+}
+
+fn destination(config: Value) -> RunnerDestination {
+    RunnerDestination {
+        id: "dest-1".to_string(),
+        provider_id: PROVIDER_ID.to_string(),
+        config,
+        default_manifest: RunnerManifest::default(),
+    }
+}
+
+fn command(id: &str, program: &str, args: &[&str]) -> RunnerCommandRequest {
+    RunnerCommandRequest {
+        command_id: id.to_string(),
+        program: program.to_string(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        cwd: None,
+        env: Vec::new(),
+        timeout_ms: None,
+    }
+}
+
+async fn write(session: &Arc<dyn RemoteRunnerSession>, path: &str, contents: &[u8]) {
+    session
+        .write_file(RunnerFileWriteRequest {
+            path: path.into(),
+            contents: contents.to_vec(),
+        })
+        .await
+        .unwrap();
+}
+
+async fn read(session: &Arc<dyn RemoteRunnerSession>, path: &str) -> anyhow::Result<Vec<u8>> {
+    session
+        .read_file(RunnerFileReadRequest { path: path.into() })
+        .await
+        .map(|r| r.contents)
+}
+
+fn sprites_error(err: &anyhow::Error) -> &SpritesError {
+    err.downcast_ref::<SpritesError>()
+        .unwrap_or_else(|| panic!("not a SpritesError: {err:#}"))
+}
+
+#[tokio::test]
+async fn create_exec_files_snapshot_detach_rejoin_close() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider(&fake);
+    let session = provider
+        .create_session(destination(json!({
+            "sprite_name_prefix": "flow",
+            "cleanup": "delete-on-close",
+        })))
+        .await
+        .unwrap();
+
+    let state = session.state();
+    assert_eq!(state.provider_id, PROVIDER_ID);
+    assert_eq!(state.destination_id, "dest-1");
+    assert!(
+        state.session_id.starts_with("flow-"),
+        "{}",
+        state.session_id
+    );
+    assert_eq!(fake.sprite_names(), vec![state.session_id.clone()]);
+    assert_eq!(state.metadata["working_dir"], WORKSPACE);
+    assert_eq!(state.metadata["cleanup"], "delete-on-close");
+    assert_eq!(state.metadata["base_url"], fake.base_url());
+    assert!(
+        !state.metadata.to_string().contains(fake.token()),
+        "the token must never be persisted"
+    );
+    let name = state.session_id.clone();
+    assert!(
+        fake.host_path(&name, WORKSPACE).unwrap().is_dir(),
+        "working_dir is created"
+    );
+
+    // stdout, stderr and the exit code arrive separately.
+    let result = session
+        .run_command(command(
+            "c1",
+            "sh",
+            &["-c", "echo out; echo err >&2; exit 3"],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(result.command_id, "c1");
+    assert_eq!(result.stdout, "out\n");
+    assert_eq!(result.stderr, "err\n");
+    assert_eq!(result.exit_code, Some(3));
+
+    // Commands run in working_dir by default, or in a relative cwd under it.
+    let pwd = session
+        .run_command(command("c2", "pwd", &[]))
+        .await
+        .unwrap();
+    assert!(pwd.stdout.trim_end().ends_with(WORKSPACE), "{}", pwd.stdout);
+    write(&session, "sub/keep.txt", b"").await;
+    let mut in_sub = command("c3", "pwd", &[]);
+    in_sub.cwd = Some("sub".into());
+    let pwd = session.run_command(in_sub).await.unwrap();
+    assert!(
+        pwd.stdout.trim_end().ends_with(&format!("{WORKSPACE}/sub")),
+        "{}",
+        pwd.stdout
+    );
+
+    // A custom environment is passed, and PATH still resolves programs.
+    let mut with_env = command("c4", "sh", &["-c", "printf '%s' \"$GREETING\""]);
+    with_env.env = vec![("GREETING".into(), "hello sprite".into())];
+    let result = session.run_command(with_env).await.unwrap();
+    assert_eq!(result.stdout, "hello sprite");
+    assert_eq!(result.exit_code, Some(0));
+
+    // Relative paths resolve against working_dir; absolute ones are kept.
+    write(&session, "notes/a.txt", b"alpha\n").await;
+    assert_eq!(read(&session, "notes/a.txt").await.unwrap(), b"alpha\n");
+    assert_eq!(
+        read(&session, &format!("{WORKSPACE}/notes/a.txt"))
+            .await
+            .unwrap(),
+        b"alpha\n"
+    );
+    let binary: Vec<u8> = (0u8..=255).collect();
+    write(&session, "/tmp/data.bin", &binary).await;
+    assert_eq!(read(&session, "/tmp/data.bin").await.unwrap(), binary);
+    assert!(fake.host_path(&name, "/tmp/data.bin").unwrap().is_file());
+    // Exec and the fs API see the same files.
+    let cat = session
+        .run_command(command("c5", "cat", &["notes/a.txt"]))
+        .await
+        .unwrap();
+    assert_eq!(cat.stdout, "alpha\n");
+    let missing = read(&session, "nope.txt").await.unwrap_err();
+    assert!(
+        matches!(sprites_error(&missing), SpritesError::NoSuchFile { .. }),
+        "{missing:#}"
+    );
+    assert!(missing.to_string().contains("no such file"), "{missing:#}");
+
+    // A snapshot is a checkpoint, remembered in the state.
+    let snapshot = session.snapshot().await.unwrap().unwrap();
+    assert_eq!(snapshot.provider_id, PROVIDER_ID);
+    assert_eq!(snapshot.snapshot_id, "v1");
+    assert_eq!(fake.checkpoints(&name), vec!["v1"]);
+    assert_eq!(session.state().snapshot, Some(snapshot.clone()));
+
+    // Detach keeps the sprite; the old handle refuses work; rejoin finds it by name.
+    let detached = session.detach().await.unwrap();
+    assert!(
+        session
+            .run_command(command("c6", "true", &[]))
+            .await
+            .is_err()
+    );
+    session.close().await.unwrap();
+    assert_eq!(
+        fake.deletes(),
+        0,
+        "closing a detached handle deletes nothing"
+    );
+    let rejoined = provider.rejoin_session(detached.clone()).await.unwrap();
+    assert_eq!(rejoined.state(), detached);
+    assert_eq!(read(&rejoined, "notes/a.txt").await.unwrap(), b"alpha\n");
+
+    // Close deletes the sprite; resuming it afterwards fails.
+    rejoined.close().await.unwrap();
+    rejoined.close().await.unwrap();
+    assert_eq!(fake.deletes(), 1);
+    assert!(fake.sprite_names().is_empty());
+    let err = provider.resume_session(detached).await.err().unwrap();
+    assert!(
+        matches!(sprites_error(&err), SpritesError::SpriteNotFound { .. }),
+        "{err:#}"
+    );
+    assert!(err.to_string().contains(&name), "{err:#}");
+}
+
+#[tokio::test]
+async fn keep_cleanup_leaves_the_sprite_for_a_later_resume() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider(&fake);
+    let session = provider
+        .create_session(destination(json!({
+            "cleanup": "keep",
+            "working_dir": "/home/sprite/proj",
+        })))
+        .await
+        .unwrap();
+    let state = session.state();
+    assert!(state.session_id.starts_with("roder-"), "default prefix");
+    write(&session, "f.txt", b"kept").await;
+    session.close().await.unwrap();
+    assert_eq!(fake.deletes(), 0);
+    assert_eq!(fake.sprite_names(), vec![state.session_id.clone()]);
+
+    let resumed = provider.resume_session(state).await.unwrap();
+    assert_eq!(
+        read(&resumed, "/home/sprite/proj/f.txt").await.unwrap(),
+        b"kept"
+    );
+}
+
+#[tokio::test]
+async fn a_named_sprite_is_adopted_when_it_exists_and_created_when_not() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.insert_sprite("existing").await.unwrap();
+    let provider = provider(&fake);
+
+    let adopted = provider
+        .create_session(destination(json!({ "sprite_name": "existing" })))
+        .await
+        .unwrap();
+    assert_eq!(adopted.state().session_id, "existing");
+    assert_eq!(fake.creates(), 0);
+    adopted.close().await.unwrap();
+    assert_eq!(
+        fake.sprite_names(),
+        vec!["existing"],
+        "named sprites are kept by default"
+    );
+
+    let fresh = provider
+        .create_session(destination(json!({ "sprite_name": "fresh-one" })))
+        .await
+        .unwrap();
+    assert_eq!(fresh.state().session_id, "fresh-one");
+    assert_eq!(fake.creates(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_token_names_the_variable_before_any_request() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider_with_token(&fake, "");
+    assert!(provider.setup_hint().unwrap().contains(TOKEN_ENV));
+    let err = provider
+        .create_session(destination(json!({})))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(sprites_error(&err), SpritesError::MissingToken));
+    assert!(err.to_string().contains(TOKEN_ENV), "{err:#}");
+    let err = provider
+        .validate_destination(&destination(json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(TOKEN_ENV), "{err:#}");
+    assert_eq!(fake.count(FakeRoute::Any), 0);
+}
+
+#[tokio::test]
+async fn a_wrong_token_reports_failed_authentication() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let err = provider_with_token(&fake, "not-the-token")
+        .create_session(destination(json!({})))
+        .await
+        .err()
+        .unwrap();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("Sprites authentication failed (HTTP 401)"),
+        "{message}"
+    );
+    assert!(message.contains(TOKEN_ENV), "{message}");
+    assert!(!message.contains("not-the-token"), "{message}");
+    assert!(fake.requests().iter().all(|r| !r.authorized));
+}
+
+#[tokio::test]
+async fn bad_config_fails_before_any_request() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider(&fake);
+    let err = provider
+        .create_session(destination(json!({ "clean_up": "keep" })))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("unknown key \"clean_up\""),
+        "{err:#}"
+    );
+    let err = provider
+        .validate_destination(&destination(json!({ "working_dir": "relative" })))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("absolute"), "{err:#}");
+    assert_eq!(fake.count(FakeRoute::Any), 0);
+}
+
+#[tokio::test]
+async fn idempotent_gets_are_retried_on_5xx_and_429() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider(&fake);
+    let session = provider
+        .create_session(destination(json!({ "cleanup": "keep" })))
+        .await
+        .unwrap();
+    let state = session.state();
+
+    fake.fail_next(FakeRoute::GetSprite, 2, 500, None);
+    provider.resume_session(state.clone()).await.unwrap();
+    assert_eq!(fake.count(FakeRoute::GetSprite), 3);
+
+    write(&session, "r.txt", b"ok").await;
+    fake.fail_next(FakeRoute::FsRead, 1, 429, Some(0));
+    assert_eq!(read(&session, "r.txt").await.unwrap(), b"ok");
+    assert_eq!(fake.count(FakeRoute::FsRead), 2);
+
+    // The retries are bounded: 1 attempt + 3 retries, then the error.
+    fake.fail_next(FakeRoute::GetSprite, 10, 503, None);
+    let before = fake.count(FakeRoute::GetSprite);
+    let err = provider.resume_session(state).await.err().unwrap();
+    assert!(err.to_string().contains("HTTP 503"), "{err:#}");
+    assert_eq!(fake.count(FakeRoute::GetSprite) - before, 4);
+}
+
+#[tokio::test]
+async fn a_long_retry_after_is_reported_not_waited_out() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.fail_next(FakeRoute::CreateSprite, 1, 429, Some(120));
+    let err = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .err()
+        .unwrap();
+    let message = err.to_string();
+    assert!(message.contains("rate limit"), "{message}");
+    assert!(message.contains("retry after 120 s"), "{message}");
+    assert_eq!(
+        fake.count(FakeRoute::CreateSprite),
+        1,
+        "creation is never retried"
+    );
+    assert!(fake.sprite_names().is_empty());
+}
+
+#[tokio::test]
+async fn exec_is_never_retried() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let before = fake.count(FakeRoute::Exec);
+    fake.fail_next(FakeRoute::Exec, 1, 500, None);
+    let err = session
+        .run_command(command("once", "true", &[]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("HTTP 500"), "{err:#}");
+    assert_eq!(fake.count(FakeRoute::Exec) - before, 1);
+}
+
+#[tokio::test]
+async fn a_timeout_returns_no_exit_code_and_kills_the_process() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    let mut slow = command("slow", "sh", &["-c", "echo started; exec sleep 60"]);
+    slow.timeout_ms = Some(2_000);
+    let result = session.run_command(slow).await.unwrap();
+    assert_eq!(result.exit_code, None);
+    assert_eq!(
+        result.stdout, "started\n",
+        "output before the deadline is kept"
+    );
+    assert!(
+        result.stderr.contains("timed out after 2000 ms"),
+        "{}",
+        result.stderr
+    );
+    assert!(result.stderr.contains("was killed"), "{}", result.stderr);
+    assert_eq!(fake.count(FakeRoute::KillExec), 1);
+    assert_eq!(fake.active_exec_sessions(&name), 0);
+}
+
+#[tokio::test]
+async fn cancel_command_aborts_the_command_in_flight() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    assert!(
+        !session
+            .cancel_command(&"nothing".to_string())
+            .await
+            .unwrap()
+    );
+
+    let running = {
+        let session = Arc::clone(&session);
+        tokio::spawn(async move { session.run_command(command("long", "sleep", &["60"])).await })
+    };
+    fake.wait_for_active_exec(&name, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(session.cancel_command(&"long".to_string()).await.unwrap());
+    let result = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("run_command returns after cancel")
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.exit_code, None);
+    assert!(
+        result.stderr.contains("command cancelled"),
+        "{}",
+        result.stderr
+    );
+    assert_eq!(fake.count(FakeRoute::KillExec), 1);
+    assert_eq!(fake.active_exec_sessions(&name), 0);
+}
+
+#[tokio::test]
+async fn json_exec_bodies_are_understood() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.set_exec_json(true);
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let result = session
+        .run_command(command("j", "sh", &["-c", "echo json; echo e >&2; exit 4"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (result.stdout.as_str(), result.stderr.as_str()),
+        ("json\n", "e\n")
+    );
+    assert_eq!(result.exit_code, Some(4));
+}
+
+#[tokio::test]
+async fn an_in_band_checkpoint_error_fails_the_snapshot() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    fake.fail_next_checkpoint_in_band("disk quota exceeded");
+    let err = session.snapshot().await.unwrap_err();
+    assert!(matches!(
+        sprites_error(&err),
+        SpritesError::Checkpoint { .. }
+    ));
+    assert!(err.to_string().contains("disk quota exceeded"), "{err:#}");
+    assert_eq!(session.state().snapshot, None);
+    let second = session.snapshot().await.unwrap().unwrap();
+    assert_eq!(second.snapshot_id, "v1");
+}
+
+#[tokio::test]
+async fn expose_port_returns_the_sprite_url() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    let port = session
+        .expose_port(RunnerPortRequest {
+            port: 8080,
+            label: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(port.port, 8080);
+    assert_eq!(
+        port.url.as_deref(),
+        Some(format!("https://{name}-fakeorg.sprites.app").as_str())
+    );
+}
+
+#[tokio::test]
+async fn exec_sends_argv_cwd_and_env_as_query_parameters() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let mut request = command("q", "printf", &["%s", "a b&c=d"]);
+    request.env = vec![("K".into(), "v=1".into())];
+    let result = session.run_command(request).await.unwrap();
+    assert_eq!(result.stdout, "a b&c=d");
+    let exec = fake
+        .requests()
+        .into_iter()
+        .rfind(|r| r.route == FakeRoute::Exec)
+        .unwrap();
+    assert_eq!(exec.query_values("cmd"), vec!["printf", "%s", "a b&c=d"]);
+    assert_eq!(exec.query_values("path"), vec!["printf"]);
+    assert_eq!(exec.query_values("dir"), vec![WORKSPACE]);
+    let env = exec.query_values("env");
+    assert!(env.contains(&"K=v=1".to_string()), "{env:?}");
+    assert!(env.iter().any(|e| e.starts_with("PATH=")), "{env:?}");
+}
+
+#[tokio::test]
+async fn an_unreachable_base_url_says_so() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    // The destination's base_url wins over the provider's default.
+    let provider = SpritesRunnerProvider::new(SpritesProviderOptions {
+        token: TokenSource::Static("t".into()),
+        base_url: None,
+        retry: instant_retry(),
+    });
+    let err = provider
+        .create_session(destination(
+            json!({ "base_url": format!("http://{addr}/") }),
+        ))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("cannot reach the Sprites API at http://{addr}")),
+        "{err:#}"
+    );
+}

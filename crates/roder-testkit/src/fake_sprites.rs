@@ -1,1 +1,0 @@
-//! A fake Sprites API server (placeholder, being written).

@@ -1,0 +1,265 @@
+//! A fake Fly.io Sprites API server for tests.
+//!
+//! It speaks the wire format of `SPRITES_API.md` over real HTTP on
+//! 127.0.0.1: sprite create/get/list/delete, HTTP exec with framed streaming
+//! output, exec session listing and kill, `fs/read` and `fs/write`, and
+//! checkpoints as NDJSON streams. Every request must carry
+//! `Authorization: Bearer <token>` (see [`FakeSpritesServer::token`]);
+//! anything else gets 401 `{"error": …}`.
+//!
+//! **Commands run on the host.** Each sprite is a directory inside a
+//! temporary directory, standing in for the sprite's filesystem: the sprite
+//! path `/home/sprite/workspace` is `<tempdir>/<sprite>/home/sprite/workspace`
+//! on the host. Exec's `dir` is mapped that way and the command runs there as
+//! a real local process (so its output, exit code and timing are real), but
+//! the command itself sees the host: paths inside its arguments are not
+//! translated, and it can reach anything the test process can. Use relative
+//! paths in commands. Setting `env` replaces the inherited environment, as
+//! the API documents. A killed process reports 128 + signal.
+//!
+//! Fault injection ([`FakeSpritesServer::fail_next`]) makes the next N
+//! requests to a route answer with a status (and `Retry-After`), so clients'
+//! retry and error paths can be tested without a real outage.
+
+mod checkpoint;
+mod exec;
+mod fs;
+mod routes;
+mod state;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use state::{FakeSprite, Fault, Inner, Shared};
+
+/// A call of the API, for fault injection and request counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FakeRoute {
+    /// `POST /v1/sprites`
+    CreateSprite,
+    /// `GET /v1/sprites`
+    ListSprites,
+    /// `GET /v1/sprites/{name}`
+    GetSprite,
+    /// `DELETE /v1/sprites/{name}`
+    DeleteSprite,
+    /// `POST /v1/sprites/{name}/exec`
+    Exec,
+    /// `GET /v1/sprites/{name}/exec`
+    ExecSessions,
+    /// `POST /v1/sprites/{name}/exec/{id}/kill`
+    KillExec,
+    /// `GET /v1/sprites/{name}/fs/read`
+    FsRead,
+    /// `PUT /v1/sprites/{name}/fs/write`
+    FsWrite,
+    /// `POST /v1/sprites/{name}/checkpoint`
+    Checkpoint,
+    /// `GET /v1/sprites/{name}/checkpoints`
+    ListCheckpoints,
+    /// Anything else.
+    Other,
+    /// Matches every route (fault injection only).
+    Any,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// The raw query string, without `?`.
+    pub query: String,
+    pub route: FakeRoute,
+    /// Whether it carried the right bearer token.
+    pub authorized: bool,
+}
+
+impl RecordedRequest {
+    /// Every value of query parameter `key`, decoded, in order.
+    pub fn query_values(&self, key: &str) -> Vec<String> {
+        routes::query_pairs(&self.query)
+            .into_iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v)
+            .collect()
+    }
+}
+
+/// The running fake. Dropping it stops the server and kills running commands.
+pub struct FakeSpritesServer {
+    shared: Arc<Shared>,
+    base_url: String,
+    task: JoinHandle<()>,
+    // Declared last: dropped after the task, so no handler outlives the directory.
+    _dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for FakeSpritesServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeSpritesServer")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeSpritesServer {
+    /// Binds 127.0.0.1 on a free port and starts serving.
+    pub async fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("fake-sprites-").tempdir()?;
+        let shared = Arc::new(Shared {
+            token: format!("fake-sprites-token-{}", uuid::Uuid::new_v4().simple()),
+            root: dir.path().to_path_buf(),
+            inner: Mutex::new(Inner::default()),
+            changed: tokio::sync::watch::channel(0).0,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base_url = format!("http://{}", listener.local_addr()?);
+        let app = routes::router(Arc::clone(&shared));
+        let task = tokio::spawn(async move {
+            // Serving only ends when the task is aborted on drop.
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            shared,
+            base_url,
+            task,
+            _dir: dir,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        self.base_url.clone()
+    }
+
+    /// The bearer token the server accepts.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// Names of the sprites that exist now, sorted.
+    pub fn sprite_names(&self) -> Vec<String> {
+        self.shared.lock().sprites.keys().cloned().collect()
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().log.clone()
+    }
+
+    /// How many requests hit `route` (injected failures included).
+    pub fn count(&self, route: FakeRoute) -> usize {
+        self.shared
+            .lock()
+            .log
+            .iter()
+            .filter(|r| route == FakeRoute::Any || r.route == route)
+            .count()
+    }
+
+    /// Sprites created successfully.
+    pub fn creates(&self) -> usize {
+        self.shared.lock().creates
+    }
+
+    /// Sprites deleted successfully.
+    pub fn deletes(&self) -> usize {
+        self.shared.lock().deletes
+    }
+
+    /// Ids of the checkpoints taken of sprite `name`, oldest first.
+    pub fn checkpoints(&self, name: &str) -> Vec<String> {
+        self.shared
+            .lock()
+            .sprites
+            .get(name)
+            .map(|s| s.checkpoints.iter().map(|c| c.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Exec sessions of sprite `name` whose process is still running.
+    pub fn active_exec_sessions(&self, name: &str) -> usize {
+        self.shared
+            .lock()
+            .sprites
+            .get(name)
+            .map(|s| s.sessions.values().filter(|e| e.is_active()).count())
+            .unwrap_or(0)
+    }
+
+    /// Waits until sprite `name` has a running exec session, so a test can
+    /// act on a command that is known to be in flight.
+    pub async fn wait_for_active_exec(&self, name: &str, timeout: Duration) -> anyhow::Result<()> {
+        // Subscribe before checking, so a change in between is not missed.
+        let mut changes = self.shared.changed.subscribe();
+        let wait = async {
+            while self.active_exec_sessions(name) == 0 {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.map_err(|_| {
+            anyhow::anyhow!("no exec session became active in sprite {name} within {timeout:?}")
+        })
+    }
+
+    /// The host path of sprite path `sprite_path` (absolute) in sprite
+    /// `name`, whether or not it exists; `None` if there is no such sprite.
+    pub fn host_path(&self, name: &str, sprite_path: &str) -> Option<PathBuf> {
+        let exists = self.shared.lock().sprites.contains_key(name);
+        exists.then(|| state::host_path(&self.shared.sprite_root(name), sprite_path))
+    }
+
+    /// Creates sprite `name` directly, as if someone else had made it.
+    pub async fn insert_sprite(&self, name: &str) -> anyhow::Result<()> {
+        tokio::fs::create_dir_all(self.shared.sprite_root(name).join("home/sprite")).await?;
+        self.shared
+            .lock()
+            .sprites
+            .insert(name.to_string(), FakeSprite::new(name));
+        Ok(())
+    }
+
+    /// The next `times` requests to `route` answer `status` with an
+    /// `{"error": "injected fault"}` body and, if given, `Retry-After`.
+    pub fn fail_next(&self, route: FakeRoute, times: usize, status: u16, retry_after: Option<u64>) {
+        self.shared.lock().faults.push(Fault {
+            route,
+            status,
+            remaining: times,
+            retry_after,
+        });
+    }
+
+    /// Answer exec with an `application/json` body instead of frames.
+    pub fn set_exec_json(&self, json: bool) {
+        self.shared.lock().exec_json = json;
+    }
+
+    /// The next checkpoint streams an in-band `error` line under HTTP 200.
+    pub fn fail_next_checkpoint_in_band(&self, message: &str) {
+        self.shared.lock().checkpoint_error = Some(message.to_string());
+    }
+}
+
+impl Drop for FakeSpritesServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let mut inner = self.shared.lock();
+        for sprite in inner.sprites.values_mut() {
+            for session in sprite.sessions.values_mut() {
+                if let Some(kill) = session.kill.take() {
+                    let _ = kill.send(());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
