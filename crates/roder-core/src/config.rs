@@ -70,6 +70,10 @@ pub struct RuntimeConfig {
     pub team_data_dir: Option<PathBuf>,
     /// Not supported.
     pub roadmap_data_dir: Option<PathBuf>,
+    /// Whether threads without a runner may run workspace tools on this host
+    /// (the initial value of `Runtime::set_allow_local_workspaces`). Hosted
+    /// deployments set it to false so nothing ever touches the host.
+    pub allow_local_workspaces: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -96,6 +100,7 @@ impl Default for RuntimeConfig {
             remote_runner_destination: None,
             team_data_dir: None,
             roadmap_data_dir: None,
+            allow_local_workspaces: true,
         }
     }
 }

@@ -96,7 +96,7 @@ impl ThreadStore for MemoryThreadStore {
                 .filter_map(|thread| thread.metadata.clone())
                 .collect()
         });
-        all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        all.sort_by_key(|metadata| std::cmp::Reverse(metadata.updated_at));
         Ok(all)
     }
 

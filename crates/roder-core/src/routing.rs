@@ -9,9 +9,11 @@
 //!    * bound thread: in the thread's runner session, provisioned lazily and
 //!      once; never on the host, even when provisioning fails;
 //!    * unbound thread: in the local workspace, unless local execution is
-//!      disabled, in which case nothing on the host is touched;
-//!    serialized per workspace (in-process lock, then the provider's lease),
-//!    with the deadline's remaining seconds measured after both waits.
+//!      disabled, in which case nothing on the host is touched.
+//!
+//!    Either way serialized per workspace (in-process lock, then the
+//!    provider's lease), with the deadline's remaining seconds measured after
+//!    both waits.
 //! 5. Any other tool runs directly.
 
 use std::path::Path;

@@ -83,6 +83,7 @@ impl Runtime {
             })?,
             None => Arc::new(MemoryThreadStore::default()),
         };
+        let allow_local_workspaces = AtomicBool::new(config.allow_local_workspaces);
         Ok(Runtime {
             config,
             engines: registry.inference_engines,
@@ -95,7 +96,7 @@ impl Runtime {
             execution_locks: ExecutionLocks::default(),
             external: ExternalCalls::default(),
             workdir_materializer: registry.workdir_materializer,
-            allow_local_workspaces: AtomicBool::new(true),
+            allow_local_workspaces,
         })
     }
 

@@ -180,3 +180,29 @@ async fn a_failed_model_request_fails_the_turn_and_keeps_the_thread_usable() {
         RoderEvent::TurnCompleted(_)
     ));
 }
+
+#[tokio::test]
+async fn without_local_workspaces_an_unbound_thread_gets_no_file_tools_and_touches_nothing() {
+    let harness = Harness::with_config(
+        vec![
+            tool_round(&[("w", "write_file", r#"{"path":"x.txt","content":"no"}"#)]),
+            final_round("ok"),
+        ],
+        |config| config.allow_local_workspaces = false,
+    );
+    let thread_id = harness.thread().await;
+    let mut events = harness.runtime.subscribe_events();
+    harness.start(&thread_id, "try").await;
+    let seen = until_turn_ends(&mut events, &thread_id).await;
+    let tools = completed_tools(&seen);
+    assert!(tools[0].is_error);
+    assert!(
+        tools[0]
+            .output
+            .as_deref()
+            .unwrap()
+            .contains("local workspace execution is disabled")
+    );
+    assert!(!harness.path("x.txt").exists());
+    assert!(harness.engine.requests()[0].tools.is_empty());
+}
