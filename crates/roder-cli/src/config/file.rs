@@ -1,0 +1,96 @@
+//! The config file's format. Unknown keys and kinds are errors that name
+//! them: a typo must never be silently ignored.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Default model as `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderEntry>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runners: BTreeMap<String, RunnerEntry>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    OpenaiChat,
+    OpenaiResponses,
+    Anthropic,
+}
+
+/// A model provider. `api_key_env` names the variable holding the key; the
+/// key itself never appears in a config file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderEntry {
+    pub kind: ProviderKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+/// A runner destination: which provider, with what config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerEntry {
+    pub provider: String,
+    #[serde(default)]
+    pub config: toml::Table,
+}
+
+impl ConfigFile {
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        toml::from_str(text).map_err(|error| anyhow::anyhow!("{}", error.message().trim()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_file_parses() {
+        let file = ConfigFile::parse(
+            r#"
+model = "local/qwen3"
+[providers.local]
+kind = "openai-chat"
+base_url = "http://127.0.0.1:8080/v1"
+[runners.box]
+provider = "docker"
+config = { image = "roder-sandbox:latest" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(file.model.as_deref(), Some("local/qwen3"));
+        assert_eq!(file.providers["local"].kind, ProviderKind::OpenaiChat);
+        assert_eq!(
+            file.runners["box"].config["image"].as_str(),
+            Some("roder-sandbox:latest")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_kinds_are_named() {
+        let error = ConfigFile::parse("modle = \"x/y\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("modle"), "{error}");
+        let error = ConfigFile::parse("[providers.x]\nkind = \"openai-chatt\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("openai-chatt"), "{error}");
+        let error = ConfigFile::parse("[providers.x]\nkind = \"anthropic\"\napi_key = \"sk\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("api_key"), "{error}");
+    }
+}

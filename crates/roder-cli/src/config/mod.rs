@@ -1,0 +1,8 @@
+//! Configuration: `$RODER_HOME/config.toml`, overridden by the environment
+//! (`RODER_MODEL`) and then by flags.
+
+mod file;
+mod settings;
+
+pub use file::{ProviderEntry, ProviderKind, RunnerEntry};
+pub use settings::Settings;

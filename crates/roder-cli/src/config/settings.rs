@@ -1,0 +1,170 @@
+//! The effective settings: the file, then the environment, then flags.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::file::{ConfigFile, ProviderEntry, ProviderKind, RunnerEntry};
+use crate::cli::GlobalArgs;
+
+/// Used when neither a flag, `RODER_MODEL` nor the file names a model.
+const DEFAULT_MODEL: &str = "openai/gpt-5";
+
+/// `provider/model`; the model part may itself contain slashes
+/// (`openrouter/anthropic/claude-sonnet-4`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelLabel {
+    pub provider: String,
+    pub model: String,
+}
+
+impl ModelLabel {
+    pub fn parse(label: &str) -> anyhow::Result<Self> {
+        match label.split_once('/') {
+            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
+                provider: provider.to_string(),
+                model: model.to_string(),
+            }),
+            _ => anyhow::bail!(
+                "model \"{label}\" is not of the form provider/model (for example openai/gpt-5)"
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub home: PathBuf,
+    pub model: ModelLabel,
+    /// Where the model label came from, for `config show`.
+    pub model_source: &'static str,
+    pub providers: BTreeMap<String, ProviderEntry>,
+    pub runners: BTreeMap<String, RunnerEntry>,
+}
+
+/// Providers that need no table.
+fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
+    BTreeMap::from([
+        (
+            "openai".to_string(),
+            ProviderEntry {
+                kind: ProviderKind::OpenaiResponses,
+                base_url: None,
+                api_key_env: Some("OPENAI_API_KEY".to_string()),
+            },
+        ),
+        (
+            "anthropic".to_string(),
+            ProviderEntry {
+                kind: ProviderKind::Anthropic,
+                base_url: None,
+                api_key_env: Some("ANTHROPIC_API_KEY".to_string()),
+            },
+        ),
+    ])
+}
+
+impl Settings {
+    pub fn load(args: &GlobalArgs) -> anyhow::Result<Self> {
+        let home = match &args.home {
+            Some(home) => home.clone(),
+            None => dirs::home_dir()
+                .ok_or_else(|| anyhow::anyhow!("cannot find the home directory; set RODER_HOME"))?
+                .join(".roder"),
+        };
+        let path = home.join("config.toml");
+        let file = match std::fs::read_to_string(&path) {
+            Ok(text) => ConfigFile::parse(&text)
+                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
+            Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+        };
+        let env_model = std::env::var("RODER_MODEL")
+            .ok()
+            .filter(|model| !model.is_empty());
+        let (label, model_source) = match (&args.model, env_model, &file.model) {
+            (Some(flag), _, _) => (flag.clone(), "--model"),
+            (None, Some(env), _) => (env, "RODER_MODEL"),
+            (None, None, Some(file)) => (file.clone(), "config.toml"),
+            (None, None, None) => (DEFAULT_MODEL.to_string(), "default"),
+        };
+        let mut providers = builtin_providers();
+        providers.extend(file.providers);
+        let model = ModelLabel::parse(&label)?;
+        if !providers.contains_key(&model.provider) {
+            anyhow::bail!(
+                "model provider \"{}\" is not configured (configured: {}); add a [providers.{}] table with kind, base_url and api_key_env",
+                model.provider,
+                providers.keys().cloned().collect::<Vec<_>>().join(", "),
+                model.provider
+            );
+        }
+        Ok(Self {
+            home,
+            model,
+            model_source,
+            providers,
+            runners: file.runners,
+        })
+    }
+
+    pub fn threads_dir(&self) -> PathBuf {
+        self.home.join("threads")
+    }
+
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.home.join("worktrees")
+    }
+
+    /// The effective configuration as TOML, with each key variable's state
+    /// (set or missing) but never its value.
+    pub fn show(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!("# home: {}\n", self.home.display()));
+        out.push_str(&format!(
+            "model = \"{}/{}\"  # from {}\n",
+            self.model.provider, self.model.model, self.model_source
+        ));
+        for (name, provider) in &self.providers {
+            out.push_str(&format!("\n[providers.{name}]\n"));
+            let kind = match provider.kind {
+                ProviderKind::OpenaiChat => "openai-chat",
+                ProviderKind::OpenaiResponses => "openai-responses",
+                ProviderKind::Anthropic => "anthropic",
+            };
+            out.push_str(&format!("kind = \"{kind}\"\n"));
+            if let Some(base_url) = &provider.base_url {
+                out.push_str(&format!("base_url = \"{base_url}\"\n"));
+            }
+            if let Some(variable) = &provider.api_key_env {
+                let state = match std::env::var(variable) {
+                    Ok(value) if !value.is_empty() => "set",
+                    _ => "missing",
+                };
+                out.push_str(&format!("api_key_env = \"{variable}\"  # {state}\n"));
+            }
+        }
+        for (name, runner) in &self.runners {
+            out.push_str(&format!("\n[runners.{name}]\n"));
+            out.push_str(&format!("provider = \"{}\"\n", runner.provider));
+            out.push_str(&format!(
+                "config = {}\n",
+                toml::Value::Table(runner.config.clone())
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_labels_split_at_the_first_slash() {
+        let label = ModelLabel::parse("openrouter/anthropic/claude").unwrap();
+        assert_eq!(label.provider, "openrouter");
+        assert_eq!(label.model, "anthropic/claude");
+        assert!(ModelLabel::parse("gpt-5").is_err());
+        assert!(ModelLabel::parse("/gpt-5").is_err());
+    }
+}

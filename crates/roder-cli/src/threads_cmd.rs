@@ -1,0 +1,84 @@
+//! `roder threads list|show`: read the store; no model or key needed.
+
+use std::process::ExitCode;
+
+use roder_api::thread::ThreadStore;
+use roder_api::transcript::TranscriptItem;
+use roder_ext_jsonl_thread_store::store::JsonlThreadStore;
+
+use crate::config::Settings;
+
+fn store(settings: &Settings) -> JsonlThreadStore {
+    JsonlThreadStore {
+        base_path: settings.threads_dir(),
+    }
+}
+
+pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let store = store(settings);
+    let threads = store.list_threads().await?;
+    if threads.is_empty() {
+        eprintln!("no threads in {}", settings.threads_dir().display());
+    }
+    for metadata in threads {
+        let first_message = store
+            .load_thread(&metadata.thread_id)
+            .await?
+            .and_then(|snapshot| {
+                snapshot
+                    .transcript()
+                    .into_iter()
+                    .find_map(|item| match item {
+                        TranscriptItem::UserMessage { text, .. } => Some(text),
+                        _ => None,
+                    })
+            })
+            .unwrap_or_default();
+        let updated = metadata
+            .updated_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        println!(
+            "{}  {}  {}  {}",
+            metadata.thread_id,
+            updated,
+            metadata.workspace,
+            first_message.lines().next().unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCode> {
+    let snapshot = store(settings)
+        .load_thread(thread_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("thread \"{thread_id}\" does not exist"))?;
+    if let Some(metadata) = &snapshot.metadata {
+        println!(
+            "thread {}  workspace {}",
+            metadata.thread_id, metadata.workspace
+        );
+    }
+    for item in snapshot.transcript() {
+        match item {
+            TranscriptItem::UserMessage { text, .. } => println!("\nuser: {text}"),
+            TranscriptItem::AssistantMessage { text } => println!("\nassistant: {text}"),
+            TranscriptItem::Reasoning { .. } => {}
+            TranscriptItem::ToolCall {
+                name, arguments, ..
+            } => println!("  → {name} {arguments}"),
+            TranscriptItem::ToolResult {
+                name,
+                output,
+                is_error,
+                ..
+            } => {
+                let mark = if is_error { "✗" } else { "✓" };
+                let first = output.lines().next().unwrap_or_default();
+                println!("  {mark} {name}: {first}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

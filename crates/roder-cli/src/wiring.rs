@@ -1,0 +1,83 @@
+//! Builds a runtime from the settings: the model engines, the JSONL store
+//! under `$RODER_HOME/threads`, the builtin tools and every runner provider.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use roder_api::extension::ExtensionRegistryBuilder;
+use roder_api::inference::InferenceEngine;
+use roder_core::{Runtime, RuntimeConfig};
+use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine};
+use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
+use roder_ext_runner_git_worktree::{GitWorktreeMaterializer, GitWorktreeRunnerProvider};
+use roder_ext_runner_sprites::SpritesRunnerProvider;
+use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
+
+use crate::config::{ProviderEntry, ProviderKind, Settings};
+
+/// A runtime for `workspace`, with `adjust` applied to its config.
+pub fn runtime(
+    settings: &Settings,
+    workspace: &Path,
+    adjust: impl FnOnce(&mut RuntimeConfig),
+) -> anyhow::Result<Arc<Runtime>> {
+    let mut builder = ExtensionRegistryBuilder::new();
+    for (name, entry) in &settings.providers {
+        builder.inference_engine(engine(name, entry)?);
+    }
+    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+        base_path: settings.threads_dir(),
+    }));
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
+    builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
+    builder.remote_runner_provider(Arc::new(SpritesRunnerProvider::default()));
+    builder.remote_runner_provider(Arc::new(GitWorktreeRunnerProvider::new(
+        settings.worktrees_dir(),
+    )));
+    builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
+        settings.worktrees_dir(),
+    )));
+    let mut config = RuntimeConfig {
+        default_provider: settings.model.provider.clone(),
+        default_model: settings.model.model.clone(),
+        workspace: Some(workspace.display().to_string()),
+        ..RuntimeConfig::default()
+    };
+    adjust(&mut config);
+    Ok(Arc::new(Runtime::new(builder.build()?, config)?))
+}
+
+fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn InferenceEngine>> {
+    Ok(match entry.kind {
+        ProviderKind::OpenaiChat | ProviderKind::OpenaiResponses => {
+            let mut config = OpenAiConfig::openai();
+            config.id = name.to_string();
+            if let Some(base_url) = &entry.base_url {
+                config.base_url = base_url.clone();
+            }
+            config.api_key = match &entry.api_key_env {
+                Some(variable) => ApiKeySource::env(variable),
+                // A custom server without a key variable is a local one.
+                None if name != "openai" => ApiKeySource::None,
+                None => config.api_key,
+            };
+            if entry.kind == ProviderKind::OpenaiChat {
+                Arc::new(OpenAiChatEngine::new(config)?)
+            } else {
+                Arc::new(OpenAiResponsesEngine::new(config)?)
+            }
+        }
+        ProviderKind::Anthropic => {
+            let mut config = AnthropicConfig::anthropic();
+            config.id = name.to_string();
+            if let Some(base_url) = &entry.base_url {
+                config.base_url = base_url.clone();
+            }
+            if let Some(variable) = &entry.api_key_env {
+                config.api_key = roder_ext_anthropic::ApiKeySource::env(variable);
+            }
+            Arc::new(AnthropicEngine::new(config)?)
+        }
+    })
+}

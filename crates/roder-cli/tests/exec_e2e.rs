@@ -1,0 +1,226 @@
+//! The `roder` binary end to end: `roder exec` in a temporary git repository
+//! against a fake Chat Completions server scripting write_file →
+//! exec_command → final answer, then `--thread` continuing the same thread.
+
+use std::path::Path;
+use std::time::Duration;
+
+use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+            .args(args)
+            .current_dir(workspace)
+            .env("RODER_HOME", home)
+            .env("FAKE_MODEL_KEY", "test-key")
+            .env_remove("RODER_MODEL")
+            .output(),
+    )
+    .await
+    .expect("roder should finish within 60 s")
+    .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn git_repo(dir: &Path) {
+    for args in [
+        vec!["init", "-q"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+fn thread_id_from(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("roder: thread "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn exec_runs_tools_answers_on_stdout_and_continues_a_thread() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    git_repo(workspace.path());
+    let server = FakeModelServer::start().await.unwrap();
+    server.require_api_key("test-key");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-write",
+        "write_file",
+        r#"{"path":"hello.txt","content":"hello from roder\n"}"#,
+    )]));
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-exec",
+        "exec_command",
+        r#"{"cmd":"cat hello.txt"}"#,
+    )]));
+    server.push(ChatStream::text_reply("Created hello.txt."));
+
+    let first = roder(home.path(), workspace.path(), &["exec", "create hello.txt"]).await;
+    assert_eq!(first.code, Some(0), "stderr:\n{}", first.stderr);
+    assert_eq!(first.stdout, "Created hello.txt.\n");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("hello.txt")).unwrap(),
+        "hello from roder\n"
+    );
+    assert!(
+        first.stderr.contains("write_file hello.txt"),
+        "{}",
+        first.stderr
+    );
+    assert!(
+        first.stderr.contains("exec_command cat hello.txt"),
+        "{}",
+        first.stderr
+    );
+
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body["model"], "test-model");
+    let third = requests[2].body.to_string();
+    assert!(
+        third.contains("hello from roder"),
+        "the exec output reaches the model"
+    );
+
+    let thread_id = thread_id_from(&first.stderr);
+    server.push(ChatStream::text_reply("Still here."));
+    let second = roder(
+        home.path(),
+        workspace.path(),
+        &["exec", "--thread", &thread_id, "are you still there?"],
+    )
+    .await;
+    assert_eq!(second.code, Some(0), "stderr:\n{}", second.stderr);
+    assert_eq!(second.stdout, "Still here.\n");
+    let continued = server.model_requests()[3].body.to_string();
+    for earlier in [
+        "create hello.txt",
+        "Created hello.txt.",
+        "call-write",
+        "are you still there?",
+    ] {
+        assert!(
+            continued.contains(earlier),
+            "the earlier transcript is sent: {earlier}"
+        );
+    }
+
+    let listed = roder(home.path(), workspace.path(), &["threads", "list"]).await;
+    assert_eq!(listed.code, Some(0));
+    assert!(listed.stdout.contains(&thread_id));
+}
+
+#[tokio::test]
+async fn exec_json_prints_every_event_and_failures_exit_non_zero() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/m\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(ChatStream::text_reply("json answer"));
+    let run = roder(home.path(), workspace.path(), &["exec", "--json", "hi"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let seqs: Vec<u64> = run
+        .stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(seqs.len() >= 5);
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(
+        run.stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains("turn_completed")
+    );
+
+    // Nothing scripted: the server answers 400, the turn fails, exit code 1.
+    let failed = roder(home.path(), workspace.path(), &["exec", "again"]).await;
+    assert_eq!(failed.code, Some(1));
+    assert!(
+        failed.stderr.contains("the turn failed"),
+        "{}",
+        failed.stderr
+    );
+}
+
+#[tokio::test]
+async fn config_errors_name_the_key_and_missing_keys_name_the_variable() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), "modle = \"openai/x\"\n").unwrap();
+    let run = roder(home.path(), workspace.path(), &["config", "show"]).await;
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("modle"), "{}", run.stderr);
+
+    std::fs::write(
+        home.path().join("config.toml"),
+        "model = \"anthropic/claude-x\"\n",
+    )
+    .unwrap();
+    let shown = roder(home.path(), workspace.path(), &["config", "show"]).await;
+    assert_eq!(shown.code, Some(0));
+    assert!(shown.stdout.contains("api_key_env = \"ANTHROPIC_API_KEY\""));
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "hi"])
+        .current_dir(workspace.path())
+        .env("RODER_HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("RODER_MODEL")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
+}

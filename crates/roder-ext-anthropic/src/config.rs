@@ -1,0 +1,208 @@
+//! Engine configuration: which server, which key, which API version, how
+//! many tokens an answer may take.
+//!
+//! The key is looked up when a request is made, not when the engine is
+//! built, so a key exported after start-up works and no key ends up in a
+//! persisted config or a log line.
+
+use std::fmt;
+use std::time::Duration;
+
+use roder_api::inference::ReasoningEffort;
+use serde_json::{Map, Value};
+
+use crate::error::ProviderError;
+
+/// Where the engine's API key comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ApiKeySource {
+    /// No key and no `x-api-key` header (a gateway that adds its own).
+    None,
+    /// Read this environment variable at each request.
+    Env(String),
+    /// This key. For tests (which must not touch the process environment)
+    /// and for callers that fetch keys from elsewhere. Never printed.
+    Static(String),
+}
+
+impl ApiKeySource {
+    pub fn env(name: impl Into<String>) -> Self {
+        ApiKeySource::Env(name.into())
+    }
+
+    /// The environment variable a user should set, for error messages.
+    pub fn variable(&self) -> Option<&str> {
+        match self {
+            ApiKeySource::Env(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The key to send now; a missing or empty variable names itself.
+    pub(crate) fn resolve(&self, provider: &str) -> Result<Option<String>, ProviderError> {
+        match self {
+            ApiKeySource::None => Ok(None),
+            ApiKeySource::Static(key) => Ok(Some(key.clone())),
+            ApiKeySource::Env(name) => match std::env::var(name) {
+                Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
+                _ => Err(ProviderError::MissingApiKey {
+                    provider: provider.to_string(),
+                    variable: name.clone(),
+                }),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for ApiKeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiKeySource::None => f.write_str("None"),
+            ApiKeySource::Env(name) => f.debug_tuple("Env").field(name).finish(),
+            ApiKeySource::Static(_) => f.write_str("Static(<redacted>)"),
+        }
+    }
+}
+
+/// Configuration of an [`crate::AnthropicEngine`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnthropicConfig {
+    /// The engine id threads select (`"anthropic"`).
+    pub id: String,
+    /// The server, without `/v1` (`https://api.anthropic.com`); a trailing
+    /// `/v1` is accepted too.
+    pub base_url: String,
+    pub api_key: ApiKeySource,
+    /// The `anthropic-version` header.
+    pub version: String,
+    /// `max_tokens` of every request: the most an answer (thinking
+    /// included) may take. The API requires it; 16384 fits every current
+    /// model except the 3.5 generation (8192).
+    pub max_tokens: u32,
+    /// Marks the system prompt and the latest message as cache breakpoints
+    /// (`cache_control: ephemeral`), so each round of an agent loop reads
+    /// the conversation so far from the prompt cache.
+    pub prompt_caching: bool,
+    /// Sent with every request (`anthropic-beta`, ...).
+    pub extra_headers: Vec<(String, String)>,
+    /// Merged into every request body last (`temperature`, `metadata`, ...).
+    pub extra_body: Map<String, Value>,
+    /// Time allowed to open a TCP/TLS connection.
+    pub connect_timeout: Duration,
+    /// A stream that sends nothing for this long counts as dropped. The API
+    /// sends `ping` events while a long answer is produced.
+    pub idle_timeout: Duration,
+}
+
+impl AnthropicConfig {
+    /// api.anthropic.com with the key from `ANTHROPIC_API_KEY`, engine id
+    /// `anthropic`, API version 2023-06-01.
+    pub fn anthropic() -> Self {
+        Self {
+            id: "anthropic".to_string(),
+            base_url: "https://api.anthropic.com".to_string(),
+            api_key: ApiKeySource::env("ANTHROPIC_API_KEY"),
+            version: "2023-06-01".to_string(),
+            max_tokens: 16_384,
+            prompt_caching: true,
+            extra_headers: Vec::new(),
+            extra_body: Map::new(),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    pub fn with_api_key(mut self, api_key: ApiKeySource) -> Self {
+        self.api_key = api_key;
+        self
+    }
+
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// `{base_url}/v1/{path}`, whether or not `base_url` ends in `/v1`.
+    pub(crate) fn url(&self, path: &str) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        format!("{base}/v1/{}", path.trim_start_matches('/'))
+    }
+
+    /// The thinking budget for `effort`, or `None` when `max_tokens` leaves
+    /// no room for the 1024-token minimum plus an answer.
+    ///
+    /// Budgets (the API documents no mapping from effort): minimal 1024,
+    /// low 4096, medium 8192, high 12288; each capped at `max_tokens - 1024`
+    /// so the answer keeps room, since the budget counts against
+    /// `max_tokens`.
+    pub fn thinking_budget(&self, effort: ReasoningEffort) -> Option<u32> {
+        let wanted: u32 = match effort {
+            ReasoningEffort::Minimal => 1_024,
+            ReasoningEffort::Low => 4_096,
+            ReasoningEffort::Medium => 8_192,
+            ReasoningEffort::High => 12_288,
+        };
+        let budget = wanted.min(self.max_tokens.saturating_sub(1_024));
+        (budget >= 1_024).then_some(budget)
+    }
+}
+
+impl Default for AnthropicConfig {
+    fn default() -> Self {
+        Self::anthropic()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_keys_are_redacted_in_debug_output() {
+        let config =
+            AnthropicConfig::anthropic().with_api_key(ApiKeySource::Static("sk-ant-secret".into()));
+        assert!(!format!("{config:?}").contains("sk-ant-secret"));
+    }
+
+    #[test]
+    fn a_missing_variable_names_itself() {
+        let error = ApiKeySource::env("RODER_TEST_SURELY_UNSET_ANTHROPIC_KEY")
+            .resolve("anthropic")
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no API key for provider \"anthropic\": set the environment variable RODER_TEST_SURELY_UNSET_ANTHROPIC_KEY"
+        );
+    }
+
+    #[test]
+    fn urls_get_exactly_one_v1() {
+        let config = AnthropicConfig::anthropic();
+        assert_eq!(
+            config.url("messages"),
+            "https://api.anthropic.com/v1/messages"
+        );
+        let config = config.with_base_url("http://127.0.0.1:9/v1/");
+        assert_eq!(config.url("/models"), "http://127.0.0.1:9/v1/models");
+    }
+
+    #[test]
+    fn thinking_budgets_leave_room_for_the_answer() {
+        let mut config = AnthropicConfig::anthropic();
+        assert_eq!(config.thinking_budget(ReasoningEffort::High), Some(12_288));
+        assert_eq!(
+            config.thinking_budget(ReasoningEffort::Minimal),
+            Some(1_024)
+        );
+        config.max_tokens = 4_096;
+        assert_eq!(config.thinking_budget(ReasoningEffort::High), Some(3_072));
+        config.max_tokens = 2_000;
+        assert_eq!(config.thinking_budget(ReasoningEffort::Low), None);
+    }
+}

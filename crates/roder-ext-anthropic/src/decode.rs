@@ -1,0 +1,533 @@
+//! Reads Messages API stream events into inference events.
+//!
+//! A response is `message_start`, then content blocks by index
+//! (`content_block_start`, `_delta`s, `_stop`), then `message_delta` with
+//! the stop reason and the final output token count, then `message_stop`.
+//! Text and thinking stream as deltas; a `tool_use` block's input arrives as
+//! `input_json_delta` fragments split anywhere and is complete at its
+//! `content_block_stop`. Usage is held back until `message_stop` so that a
+//! retried attempt can never count tokens twice. Stop reasons are the
+//! API's own (`end_turn`, `tool_use`, `max_tokens`, ...).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use eventsource_stream::Event;
+use roder_api::inference::{
+    CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
+    ToolCallArgumentsDelta, ToolCallCompleted,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::sse::{DecodeError, Decoder, Progress, short};
+use crate::thinking::ThinkingCache;
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MessagesDecoder {
+    thinking: ThinkingCache,
+    message_id: Option<String>,
+    blocks: BTreeMap<u64, Block>,
+    stop_reason: Option<String>,
+    usage: Usage,
+    /// Exactly the reasoning text streamed, the key of the signed blocks.
+    reasoning: String,
+    /// Finished thinking blocks, as the API wants them back.
+    signed: Vec<Value>,
+}
+
+#[derive(Debug, Clone)]
+enum Block {
+    Text,
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+        initial: Value,
+    },
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEvent {
+    MessageStart {
+        message: MessageStart,
+    },
+    ContentBlockStart {
+        index: u64,
+        content_block: ContentBlock,
+    },
+    ContentBlockDelta {
+        index: u64,
+        delta: BlockDelta,
+    },
+    ContentBlockStop {
+        index: u64,
+    },
+    MessageDelta {
+        delta: MessageDeltaBody,
+        usage: Option<Usage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: ErrorBody,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    id: Option<String>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum BlockDelta {
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "signature_delta")]
+    Signature { signature: String },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageDeltaBody {
+    stop_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct Usage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// `message_delta` counts are cumulative: later values replace earlier.
+    fn update(&mut self, newer: Usage) {
+        self.input_tokens = newer.input_tokens.or(self.input_tokens);
+        self.output_tokens = newer.output_tokens.or(self.output_tokens);
+        self.cache_read_input_tokens = newer
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+        self.cache_creation_input_tokens = newer
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
+    }
+
+    /// `input_tokens` counts the whole prompt, cached parts included, as
+    /// OpenAI's does (the API's own `input_tokens` excludes cache reads and
+    /// writes).
+    fn to_token_usage(&self) -> TokenUsage {
+        let cache_read = self.cache_read_input_tokens.unwrap_or_default();
+        TokenUsage {
+            input_tokens: self.input_tokens.unwrap_or_default()
+                + cache_read
+                + self.cache_creation_input_tokens.unwrap_or_default(),
+            output_tokens: self.output_tokens.unwrap_or_default(),
+            cached_input_tokens: cache_read,
+            reasoning_tokens: 0,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<String>,
+}
+
+impl MessagesDecoder {
+    pub fn new(thinking: ThinkingCache) -> Self {
+        Self {
+            thinking,
+            ..Self::default()
+        }
+    }
+}
+
+impl Decoder for MessagesDecoder {
+    fn on_event(
+        &mut self,
+        event: &Event,
+        out: &mut VecDeque<InferenceEvent>,
+    ) -> Result<Progress, DecodeError> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(Progress::More);
+        }
+        let parsed: StreamEvent = serde_json::from_str(data)
+            .map_err(|error| DecodeError::Malformed(format!("{error} in event {}", short(data))))?;
+        match parsed {
+            StreamEvent::MessageStart { message } => {
+                self.message_id = message.id;
+                if let Some(usage) = message.usage {
+                    self.usage.update(usage);
+                }
+            }
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => self.on_block_start(index, content_block, out),
+            StreamEvent::ContentBlockDelta { index, delta } => self.on_delta(index, delta, out),
+            StreamEvent::ContentBlockStop { index } => self.on_block_stop(index, out),
+            StreamEvent::MessageDelta { delta, usage } => {
+                if delta.stop_reason.is_some() {
+                    self.stop_reason = delta.stop_reason;
+                }
+                if let Some(usage) = usage {
+                    self.usage.update(usage);
+                }
+            }
+            StreamEvent::MessageStop => {
+                self.finish(out);
+                return Ok(Progress::Done);
+            }
+            StreamEvent::Ping | StreamEvent::Other => {}
+            StreamEvent::Error { error } => return Err(reported(error)),
+        }
+        Ok(Progress::More)
+    }
+
+    fn on_eof(&mut self, _out: &mut VecDeque<InferenceEvent>) -> Result<(), DecodeError> {
+        Err(DecodeError::Truncated)
+    }
+}
+
+impl MessagesDecoder {
+    fn on_block_start(
+        &mut self,
+        index: u64,
+        block: ContentBlock,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        let block = match block {
+            ContentBlock::Text { text } => {
+                if !text.is_empty() {
+                    out.push_back(InferenceEvent::MessageDelta(MessageDelta {
+                        text,
+                        phase: None,
+                    }));
+                }
+                Block::Text
+            }
+            ContentBlock::ToolUse { id, name, input } => Block::ToolUse {
+                id,
+                name,
+                json: String::new(),
+                initial: input,
+            },
+            ContentBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                // Separate the text of consecutive thinking blocks.
+                if !self.reasoning.is_empty() {
+                    self.reason("\n\n".to_string(), out);
+                }
+                if !thinking.is_empty() {
+                    self.reason(thinking.clone(), out);
+                }
+                Block::Thinking {
+                    text: thinking,
+                    signature,
+                }
+            }
+            ContentBlock::RedactedThinking { data } => Block::RedactedThinking { data },
+            ContentBlock::Other => Block::Other,
+        };
+        self.blocks.insert(index, block);
+    }
+
+    fn reason(&mut self, text: String, out: &mut VecDeque<InferenceEvent>) {
+        self.reasoning.push_str(&text);
+        out.push_back(InferenceEvent::ReasoningDelta(ReasoningDelta { text }));
+    }
+
+    fn on_delta(&mut self, index: u64, delta: BlockDelta, out: &mut VecDeque<InferenceEvent>) {
+        let Some(block) = self.blocks.get_mut(&index) else {
+            return;
+        };
+        let mut reasoning = None;
+        match (block, delta) {
+            (Block::Text, BlockDelta::Text { text }) if !text.is_empty() => {
+                out.push_back(InferenceEvent::MessageDelta(MessageDelta {
+                    text,
+                    phase: None,
+                }));
+            }
+            (Block::ToolUse { id, name, json, .. }, BlockDelta::InputJson { partial_json })
+                if !partial_json.is_empty() =>
+            {
+                json.push_str(&partial_json);
+                out.push_back(InferenceEvent::ToolCallArgumentsDelta(
+                    ToolCallArgumentsDelta {
+                        id: id.clone(),
+                        name: Some(name.clone()),
+                        delta: partial_json,
+                    },
+                ));
+            }
+            (Block::Thinking { text, .. }, BlockDelta::Thinking { thinking })
+                if !thinking.is_empty() =>
+            {
+                text.push_str(&thinking);
+                reasoning = Some(thinking);
+            }
+            (Block::Thinking { signature, .. }, BlockDelta::Signature { signature: part }) => {
+                signature.push_str(&part);
+            }
+            _ => {}
+        }
+        if let Some(text) = reasoning {
+            self.reason(text, out);
+        }
+    }
+
+    fn on_block_stop(&mut self, index: u64, out: &mut VecDeque<InferenceEvent>) {
+        match self.blocks.remove(&index) {
+            Some(Block::ToolUse {
+                id,
+                name,
+                json,
+                initial,
+            }) => {
+                let arguments = if !json.trim().is_empty() {
+                    json
+                } else if initial.as_object().is_some_and(|object| !object.is_empty()) {
+                    initial.to_string()
+                } else {
+                    "{}".to_string()
+                };
+                out.push_back(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
+                    id,
+                    name,
+                    arguments,
+                }));
+            }
+            Some(Block::Thinking { text, signature }) => {
+                self.signed
+                    .push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+            }
+            Some(Block::RedactedThinking { data }) => {
+                self.signed
+                    .push(json!({"type": "redacted_thinking", "data": data}));
+            }
+            Some(Block::Text | Block::Other) | None => {}
+        }
+    }
+
+    fn finish(&mut self, out: &mut VecDeque<InferenceEvent>) {
+        self.thinking.insert(
+            std::mem::take(&mut self.reasoning),
+            std::mem::take(&mut self.signed),
+        );
+        out.push_back(InferenceEvent::Usage(self.usage.to_token_usage()));
+        out.push_back(InferenceEvent::Completed(CompletionMetadata {
+            stop_reason: self.stop_reason.clone(),
+            provider_response_id: self.message_id.clone(),
+        }));
+    }
+}
+
+/// Overload, rate limit and internal errors are worth another attempt.
+fn reported(error: ErrorBody) -> DecodeError {
+    let retryable = matches!(
+        error.kind.as_deref(),
+        Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error")
+    );
+    let message = match (error.kind, error.message) {
+        (Some(kind), Some(message)) => format!("{message} ({kind})"),
+        (None, Some(message)) => message,
+        (Some(kind), None) => kind,
+        (None, None) => "the stream reported an error without a message".to_string(),
+    };
+    DecodeError::Reported { message, retryable }
+}
+
+#[cfg(test)]
+mod tests {
+    use roder_testkit::fake_models::MessagesStream;
+
+    use super::*;
+    use crate::sse::decode_chunks;
+
+    fn decode_at(
+        decoder: MessagesDecoder,
+        body: &[u8],
+        cut: usize,
+    ) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
+        decode_chunks(decoder, vec![body[..cut].to_vec(), body[cut..].to_vec()])
+    }
+
+    fn calls(events: &[InferenceEvent]) -> Vec<ToolCallCompleted> {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                InferenceEvent::ToolCallCompleted(call) => Some(call.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn concat(events: &[InferenceEvent], reasoning: bool) -> String {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                InferenceEvent::MessageDelta(delta) if !reasoning => Some(delta.text.as_str()),
+                InferenceEvent::ReasoningDelta(delta) if reasoning => Some(delta.text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_response_decodes_at_every_byte_cut() {
+        let fragments = ["{\"cmd\": \"grep \\", "\"fn main\\", "\" -r . — ok", "\"}"];
+        let stream = MessagesStream::new("msg_1")
+            .thinking(&["Let me ", "search."], "sig-abc")
+            .text(&["Searching", " now."])
+            .ping()
+            .tool_use("toolu_1", "shell", &fragments)
+            .tool_use("toolu_2", "shell", &["{\"cmd\":", "\"ls\"}"])
+            .usage(30, 12)
+            .cache_usage(100, 5)
+            .stop("tool_use");
+        let body = stream.body();
+        for cut in 0..=body.len() {
+            let (events, end) = decode_at(MessagesDecoder::default(), &body, cut);
+            assert_eq!(end, Ok(()), "cut at {cut}");
+            assert_eq!(concat(&events, true), "Let me search.");
+            assert_eq!(concat(&events, false), "Searching now.");
+            let calls = calls(&events);
+            assert_eq!(calls.len(), 2, "cut at {cut}");
+            assert_eq!(calls[0].id, "toolu_1");
+            assert_eq!(calls[0].arguments, fragments.concat(), "cut at {cut}");
+            assert_eq!(calls[1].arguments, "{\"cmd\":\"ls\"}");
+            assert_eq!(
+                events[events.len() - 2],
+                InferenceEvent::Usage(TokenUsage {
+                    input_tokens: 135,
+                    output_tokens: 12,
+                    cached_input_tokens: 100,
+                    reasoning_tokens: 0,
+                })
+            );
+            assert_eq!(
+                events.last(),
+                Some(&InferenceEvent::Completed(CompletionMetadata {
+                    stop_reason: Some("tool_use".into()),
+                    provider_response_id: Some("msg_1".into()),
+                }))
+            );
+        }
+    }
+
+    #[test]
+    fn signed_thinking_is_remembered_by_its_text() {
+        let cache = ThinkingCache::default();
+        let stream = MessagesStream::new("m")
+            .thinking(&["one"], "sig-1")
+            .redacted_thinking("opaque")
+            .thinking(&["two"], "sig-2")
+            .tool_use("toolu_1", "shell", &["{}"])
+            .stop("tool_use");
+        let (events, _) = decode_at(MessagesDecoder::new(cache.clone()), &stream.body(), 0);
+        let reasoning = concat(&events, true);
+        assert_eq!(reasoning, "one\n\ntwo");
+        assert_eq!(
+            cache.get(&reasoning),
+            Some(vec![
+                json!({"type": "thinking", "thinking": "one", "signature": "sig-1"}),
+                json!({"type": "redacted_thinking", "data": "opaque"}),
+                json!({"type": "thinking", "thinking": "two", "signature": "sig-2"}),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_tool_use_without_input_deltas_uses_its_start_input() {
+        let stream = MessagesStream::new("m")
+            .raw(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "x",
+                                                      "input": {"a": 1}}}),
+            )
+            .raw("content_block_stop", json!({"index": 0}))
+            .tool_use("t2", "y", &[])
+            .stop("tool_use");
+        let (events, _) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        let calls = calls(&events);
+        assert_eq!(calls[0].arguments, "{\"a\":1}");
+        assert_eq!(calls[1].arguments, "{}");
+    }
+
+    #[test]
+    fn error_events_and_truncation() {
+        let overloaded = MessagesStream::new("m").error("overloaded_error", "Overloaded");
+        let (_, end) = decode_at(MessagesDecoder::default(), &overloaded.body(), 0);
+        assert_eq!(
+            end,
+            Err(DecodeError::Reported {
+                message: "Overloaded (overloaded_error)".into(),
+                retryable: true,
+            })
+        );
+        let invalid = MessagesStream::new("m").error("invalid_request_error", "bad");
+        let (_, end) = decode_at(MessagesDecoder::default(), &invalid.body(), 0);
+        assert!(matches!(
+            end,
+            Err(DecodeError::Reported {
+                retryable: false,
+                ..
+            })
+        ));
+        let cut = MessagesStream::new("m").text(&["x"]).unfinished();
+        let (_, end) = decode_at(MessagesDecoder::default(), &cut.body(), 0);
+        assert_eq!(end, Err(DecodeError::Truncated));
+    }
+}

@@ -1,0 +1,36 @@
+//! The Anthropic Messages API as a Roder inference engine
+//! ([`AnthropicEngine`]), streaming over SSE, with tool use and extended
+//! thinking.
+//!
+//! ```no_run
+//! use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine};
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! // api.anthropic.com, key from ANTHROPIC_API_KEY, engine id "anthropic".
+//! let engine = AnthropicEngine::new(AnthropicConfig::anthropic())?;
+//! # Ok(()) }
+//! ```
+//!
+//! The engine retries 408/429/5xx answers (529 "overloaded" included),
+//! unreachable servers, `overloaded_error` events and streams that break
+//! before delivering anything, as `ctx.reliability` allows and honouring
+//! `Retry-After`; it never retries once part of a response was delivered,
+//! stops at once when `ctx.cancellation` fires, and reports errors a user
+//! can act on ([`ProviderError`]).
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod config;
+mod connection;
+mod decode;
+mod engine;
+mod error;
+mod http;
+mod request;
+mod retry;
+mod sse;
+mod thinking;
+
+pub use config::{AnthropicConfig, ApiKeySource};
+pub use engine::AnthropicEngine;
+pub use error::{ProviderError, is_retryable_status};

@@ -1,0 +1,174 @@
+//! Shared set-up of the engine tests: an engine pointed at a fake server
+//! and a small agent loop that drives a turn the way the runtime does
+//! (tools run only after `Completed`).
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use roder_api::inference::{
+    AgentInferenceRequest, HostedWebSearchConfig, InferenceEngine, InferenceTurnContext,
+    ReasoningEffort, ReliabilityConfig, TokenUsage,
+};
+use roder_api::tools::ToolSpec;
+use roder_api::transcript::TranscriptItem;
+use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine, ApiKeySource};
+use roder_testkit::fake_models::{CollectedResponse, FakeModelServer, collect_response};
+use tokio_util::sync::CancellationToken;
+
+pub const KEY: &str = "sk-ant-test";
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub fn config(server: &FakeModelServer) -> AnthropicConfig {
+    AnthropicConfig {
+        id: "anthropic-test".into(),
+        ..AnthropicConfig::anthropic()
+    }
+    .with_base_url(server.url())
+    .with_api_key(ApiKeySource::Static(KEY.to_string()))
+}
+
+pub fn engine(server: &FakeModelServer) -> AnthropicEngine {
+    AnthropicEngine::new(config(server)).unwrap()
+}
+
+/// Tiny backoffs keep retry tests fast.
+pub fn reliability(max_attempts: u32) -> ReliabilityConfig {
+    ReliabilityConfig {
+        max_attempts,
+        initial_backoff_ms: 1,
+        max_backoff_ms: 5,
+    }
+}
+
+pub fn request(
+    transcript: Vec<TranscriptItem>,
+    reasoning: Option<ReasoningEffort>,
+) -> AgentInferenceRequest {
+    AgentInferenceRequest {
+        model: "claude-fake".into(),
+        instructions: "You are a coding agent.".into(),
+        developer_context: Some("cwd: /work".into()),
+        transcript,
+        tools: vec![ToolSpec {
+            name: "shell".into(),
+            description: "Runs a shell command".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {"cmd": {"type": "string"}},
+                "required": ["cmd"],
+            }),
+        }],
+        parallel_tool_calls: true,
+        reasoning,
+        hosted_web_search: HostedWebSearchConfig::disabled(),
+    }
+}
+
+pub fn user(text: &str) -> TranscriptItem {
+    TranscriptItem::UserMessage {
+        text: text.into(),
+        images: vec![],
+    }
+}
+
+/// One model request, read as the runtime reads it.
+pub async fn ask(
+    engine: &dyn InferenceEngine,
+    reliability: &ReliabilityConfig,
+    request: AgentInferenceRequest,
+) -> anyhow::Result<CollectedResponse> {
+    let cancel = CancellationToken::new();
+    let ctx = InferenceTurnContext {
+        thread_id: "thread-1",
+        turn_id: "turn-1",
+        reliability,
+        cancellation: &cancel,
+    };
+    tokio::time::timeout(WAIT, async {
+        let stream = engine.stream_turn(ctx, request).await?;
+        collect_response(stream).await
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the model request did not finish in time"))?
+}
+
+/// A turn driven like the runtime's agent loop.
+#[derive(Debug, Default)]
+pub struct Turn {
+    pub transcript: Vec<TranscriptItem>,
+    /// Every tool execution: (call id, name, raw arguments).
+    pub executions: Vec<(String, String, String)>,
+    pub usage: TokenUsage,
+    pub rounds: usize,
+    pub final_text: Option<String>,
+    pub reasoning: Option<ReasoningEffort>,
+}
+
+impl Turn {
+    pub fn new(message: &str) -> Self {
+        Self {
+            transcript: vec![user(message)],
+            ..Self::default()
+        }
+    }
+
+    /// Requests until the model answers without tool calls. Tools "run" by
+    /// echoing their `cmd`; they run only after a response completed.
+    pub async fn run(
+        &mut self,
+        engine: &dyn InferenceEngine,
+        reliability: &ReliabilityConfig,
+    ) -> anyhow::Result<()> {
+        loop {
+            self.rounds += 1;
+            let response = ask(
+                engine,
+                reliability,
+                request(self.transcript.clone(), self.reasoning),
+            )
+            .await?;
+            self.usage.add(&response.usage);
+            if !response.reasoning.is_empty() {
+                self.transcript.push(TranscriptItem::Reasoning {
+                    text: response.reasoning.clone(),
+                });
+            }
+            if !response.text.is_empty() {
+                self.transcript.push(TranscriptItem::AssistantMessage {
+                    text: response.text.clone(),
+                });
+            }
+            if response.tool_calls.is_empty() {
+                self.final_text = Some(response.text);
+                return Ok(());
+            }
+            for call in &response.tool_calls {
+                self.transcript.push(TranscriptItem::ToolCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
+            }
+            for call in &response.tool_calls {
+                self.executions
+                    .push((call.id.clone(), call.name.clone(), call.arguments.clone()));
+                let parsed: serde_json::Value = serde_json::from_str(&call.arguments)?;
+                self.transcript.push(TranscriptItem::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    output: format!("ran {}", parsed["cmd"].as_str().unwrap_or("?")),
+                    is_error: false,
+                });
+            }
+        }
+    }
+}
+
+/// A base URL nothing listens on.
+pub async fn dead_base_url() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}

@@ -1,0 +1,77 @@
+//! The Chat Completions engine: `POST {base_url}/chat/completions` with
+//! `stream: true`. Chat Completions is what every OpenAI-compatible server
+//! speaks, so this engine also serves OpenRouter, vLLM, Ollama and
+//! llama.cpp's server; point `base_url` at them.
+
+mod decode;
+mod request;
+
+use reqwest::Method;
+use roder_api::extension::InferenceEngineId;
+use roder_api::inference::{
+    AgentInferenceRequest, InferenceCapabilities, InferenceEngine, InferenceEventStream,
+    InferenceProviderContext, InferenceTurnContext, ModelDescriptor,
+};
+
+use crate::config::OpenAiConfig;
+use crate::connection::Connection;
+use crate::sse::Driver;
+
+pub(crate) use decode::short;
+
+/// An [`InferenceEngine`] over the Chat Completions API.
+pub struct OpenAiChatEngine {
+    connection: Connection,
+}
+
+impl OpenAiChatEngine {
+    /// Fails only when `config.extra_headers` holds an invalid header or no
+    /// HTTP client can be built; keys are checked at request time.
+    pub fn new(config: OpenAiConfig) -> anyhow::Result<Self> {
+        Ok(Self {
+            connection: Connection::new(config)?,
+        })
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.connection.config
+    }
+}
+
+#[async_trait::async_trait]
+impl InferenceEngine for OpenAiChatEngine {
+    fn id(&self) -> InferenceEngineId {
+        self.connection.config.id.clone()
+    }
+
+    fn capabilities(&self) -> InferenceCapabilities {
+        InferenceCapabilities {
+            images: true,
+            ..InferenceCapabilities::coding_agent_default()
+        }
+    }
+
+    async fn list_models(
+        &self,
+        ctx: InferenceProviderContext<'_>,
+    ) -> anyhow::Result<Vec<ModelDescriptor>> {
+        self.connection.list_models(ctx).await
+    }
+
+    async fn stream_turn(
+        &self,
+        ctx: InferenceTurnContext<'_>,
+        request: AgentInferenceRequest,
+    ) -> anyhow::Result<InferenceEventStream> {
+        let body = request::build_body(&request, &self.connection.config.extra_body);
+        let exchange = self.connection.exchange(
+            Method::POST,
+            "chat/completions",
+            Some(&body),
+            ctx.reliability,
+            ctx.cancellation.clone(),
+        )?;
+        let driver = Driver::open(exchange, decode::ChatDecoder::default()).await?;
+        Ok(driver.into_stream())
+    }
+}

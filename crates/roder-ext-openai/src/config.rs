@@ -1,0 +1,173 @@
+//! Engine configuration: which server, which key, which extra headers.
+//!
+//! The key is looked up when a request is made, not when the engine is
+//! built, so a key exported after start-up works and no key ends up in a
+//! persisted config or a log line.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::error::ProviderError;
+
+/// Where an engine's API key comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ApiKeySource {
+    /// No key and no `Authorization` header: local servers (Ollama,
+    /// llama.cpp, vLLM without `--api-key`).
+    None,
+    /// Read this environment variable at each request.
+    Env(String),
+    /// This key. For tests (which must not touch the process environment)
+    /// and for callers that fetch keys from elsewhere. Never printed.
+    Static(String),
+}
+
+impl ApiKeySource {
+    pub fn env(name: impl Into<String>) -> Self {
+        ApiKeySource::Env(name.into())
+    }
+
+    /// The environment variable a user should set, for error messages.
+    pub fn variable(&self) -> Option<&str> {
+        match self {
+            ApiKeySource::Env(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The key to send now; a missing or empty variable names itself.
+    pub(crate) fn resolve(&self, provider: &str) -> Result<Option<String>, ProviderError> {
+        match self {
+            ApiKeySource::None => Ok(None),
+            ApiKeySource::Static(key) => Ok(Some(key.clone())),
+            ApiKeySource::Env(name) => match std::env::var(name) {
+                Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
+                _ => Err(ProviderError::MissingApiKey {
+                    provider: provider.to_string(),
+                    variable: name.clone(),
+                }),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for ApiKeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiKeySource::None => f.write_str("None"),
+            ApiKeySource::Env(name) => f.debug_tuple("Env").field(name).finish(),
+            ApiKeySource::Static(_) => f.write_str("Static(<redacted>)"),
+        }
+    }
+}
+
+/// Configuration shared by [`crate::OpenAiChatEngine`] and
+/// [`crate::OpenAiResponsesEngine`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// The engine id threads select (`"openai"`, `"openrouter"`, `"ollama"`).
+    pub id: String,
+    /// Everything before `/chat/completions`, `/responses` or `/models`,
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    pub api_key: ApiKeySource,
+    /// Sent with every request (OpenRouter's `HTTP-Referer`/`X-Title`,
+    /// `OpenAI-Organization`, ...).
+    pub extra_headers: Vec<(String, String)>,
+    /// Merged into every request body last, so it can set fields this crate
+    /// does not know (Ollama's `options`, OpenRouter's `provider`) or
+    /// override ones it does.
+    pub extra_body: Map<String, Value>,
+    /// Time allowed to open a TCP/TLS connection.
+    pub connect_timeout: Duration,
+    /// A stream that sends nothing for this long counts as dropped.
+    pub idle_timeout: Duration,
+}
+
+impl OpenAiConfig {
+    /// api.openai.com with the key from `OPENAI_API_KEY`, engine id `openai`.
+    pub fn openai() -> Self {
+        Self {
+            id: "openai".to_string(),
+            base_url: "https://api.openai.com/v1".to_string(),
+            api_key: ApiKeySource::env("OPENAI_API_KEY"),
+            extra_headers: Vec::new(),
+            extra_body: Map::new(),
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// An OpenAI-compatible server with no key (a local server).
+    pub fn compatible(id: impl Into<String>, base_url: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            base_url: base_url.into(),
+            api_key: ApiKeySource::None,
+            ..Self::openai()
+        }
+    }
+
+    pub fn with_api_key(mut self, api_key: ApiKeySource) -> Self {
+        self.api_key = api_key;
+        self
+    }
+
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// `base_url` + `path`, with exactly one slash between them.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!(
+            "{}/{}",
+            self.base_url.trim_end_matches('/'),
+            path.trim_start_matches('/')
+        )
+    }
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        Self::openai()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_keys_are_redacted_in_debug_output() {
+        let config = OpenAiConfig::openai().with_api_key(ApiKeySource::Static("sk-secret".into()));
+        assert!(!format!("{config:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn a_missing_variable_names_itself() {
+        let source = ApiKeySource::env("RODER_TEST_SURELY_UNSET_KEY_VARIABLE");
+        let error = source.resolve("openai").unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("RODER_TEST_SURELY_UNSET_KEY_VARIABLE"),
+            "{message}"
+        );
+        assert!(message.contains("\"openai\""), "{message}");
+    }
+
+    #[test]
+    fn urls_join_with_one_slash() {
+        let config = OpenAiConfig::compatible("local", "http://localhost:8080/v1/");
+        assert_eq!(
+            config.url("/chat/completions"),
+            "http://localhost:8080/v1/chat/completions"
+        );
+        assert_eq!(
+            OpenAiConfig::openai().url("models"),
+            "https://api.openai.com/v1/models"
+        );
+    }
+}

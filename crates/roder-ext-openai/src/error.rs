@@ -1,0 +1,142 @@
+//! Errors a user can act on. Each names the provider and, where there is
+//! one, the fix (the variable to set, the URL to check). Callers that need
+//! to branch (retry or not) use [`ProviderError::is_retryable`].
+
+/// Why a request to a model provider failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProviderError {
+    #[error("no API key for provider \"{provider}\": set the environment variable {variable}")]
+    MissingApiKey { provider: String, variable: String },
+
+    #[error(
+        "the API key for provider \"{provider}\"{origin} contains characters that cannot be sent in an HTTP header"
+    )]
+    InvalidApiKey {
+        provider: String,
+        /// " (from OPENAI_API_KEY)" when it came from a variable.
+        origin: String,
+    },
+
+    #[error("authentication failed for provider \"{provider}\" (HTTP {status}): {message}{hint}")]
+    Authentication {
+        provider: String,
+        status: u16,
+        message: String,
+        /// "; check the key in OPENAI_API_KEY" when the key came from a variable.
+        hint: String,
+    },
+
+    #[error(
+        "could not reach provider \"{provider}\" at {url}: {detail}; check that the server is running and that base_url is right"
+    )]
+    Unreachable {
+        provider: String,
+        url: String,
+        detail: String,
+    },
+
+    #[error("the request to provider \"{provider}\" at {url} failed: {detail}")]
+    Transport {
+        provider: String,
+        url: String,
+        detail: String,
+    },
+
+    #[error("provider \"{provider}\" answered HTTP {status}: {message}")]
+    Http {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+
+    #[error("the response stream from provider \"{provider}\" broke before it completed: {detail}")]
+    StreamDropped { provider: String, detail: String },
+
+    #[error("provider \"{provider}\" reported an error: {message}")]
+    Reported {
+        provider: String,
+        message: String,
+        retryable: bool,
+    },
+
+    #[error("provider \"{provider}\" sent a stream event this engine cannot read: {detail}")]
+    Protocol { provider: String, detail: String },
+
+    #[error("the request to provider \"{provider}\" was cancelled")]
+    Cancelled { provider: String },
+
+    #[error("{last} (gave up after {attempts} attempts)")]
+    Exhausted {
+        attempts: u32,
+        last: Box<ProviderError>,
+    },
+
+    #[error("{source}; not retried because part of the response had already been delivered")]
+    AfterOutput { source: Box<ProviderError> },
+}
+
+impl ProviderError {
+    /// Whether another attempt of the same request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Unreachable { .. }
+            | ProviderError::Transport { .. }
+            | ProviderError::StreamDropped { .. } => true,
+            ProviderError::Http { status, .. } => is_retryable_status(*status),
+            ProviderError::Reported { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+}
+
+/// 408, 429 and every 5xx (Anthropic's 529 "overloaded" included) are
+/// worth another try; other 4xx mean the request itself is wrong.
+pub fn is_retryable_status(status: u16) -> bool {
+    status == 408 || status == 429 || (500..=599).contains(&status)
+}
+
+/// `error` and its sources joined, for transport errors whose top-level
+/// message ("error sending request") hides the cause ("Connection refused").
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if parts.last().is_none_or(|last| !last.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_that_are_retried() {
+        for status in [408, 429, 500, 502, 503, 504, 529] {
+            assert!(is_retryable_status(status), "{status}");
+        }
+        for status in [400, 401, 403, 404, 422] {
+            assert!(!is_retryable_status(status), "{status}");
+        }
+    }
+
+    #[test]
+    fn exhausted_errors_keep_the_cause() {
+        let error = ProviderError::Exhausted {
+            attempts: 3,
+            last: Box::new(ProviderError::Http {
+                provider: "openai".into(),
+                status: 503,
+                message: "overloaded".into(),
+            }),
+        };
+        assert_eq!(
+            error.to_string(),
+            "provider \"openai\" answered HTTP 503: overloaded (gave up after 3 attempts)"
+        );
+    }
+}

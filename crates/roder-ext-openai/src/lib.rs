@@ -1,0 +1,43 @@
+//! OpenAI inference engines for Roder: the Responses API
+//! ([`OpenAiResponsesEngine`]) and Chat Completions
+//! ([`OpenAiChatEngine`]), both streaming over SSE.
+//!
+//! Chat Completions is also the dialect of OpenAI-compatible servers, so
+//! with a different `base_url` the chat engine drives OpenRouter, vLLM,
+//! Ollama or llama.cpp's server:
+//!
+//! ```no_run
+//! use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! let openai = OpenAiResponsesEngine::new(OpenAiConfig::openai())?;
+//! let ollama = OpenAiChatEngine::new(OpenAiConfig::compatible("ollama", "http://localhost:11434/v1"))?;
+//! let openrouter = OpenAiChatEngine::new(
+//!     OpenAiConfig::compatible("openrouter", "https://openrouter.ai/api/v1")
+//!         .with_api_key(ApiKeySource::env("OPENROUTER_API_KEY")),
+//! )?;
+//! # Ok(()) }
+//! ```
+//!
+//! Both engines retry 408/429/5xx answers, unreachable servers and streams
+//! that break before delivering anything, as `ctx.reliability` allows and
+//! honouring `Retry-After`; they never retry once part of a response was
+//! delivered, stop at once when `ctx.cancellation` fires, and report errors
+//! a user can act on ([`ProviderError`]).
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod chat;
+mod config;
+mod connection;
+mod error;
+mod http;
+mod ids;
+mod responses;
+mod retry;
+mod sse;
+
+pub use chat::OpenAiChatEngine;
+pub use config::{ApiKeySource, OpenAiConfig};
+pub use error::{ProviderError, is_retryable_status};
+pub use responses::OpenAiResponsesEngine;

@@ -1,0 +1,75 @@
+//! The Responses API engine: `POST {base_url}/responses` with
+//! `stream: true`. OpenAI's own API for agents: reasoning summaries,
+//! message phases and hosted web search are only available here.
+
+mod decode;
+mod request;
+
+use reqwest::Method;
+use roder_api::extension::InferenceEngineId;
+use roder_api::inference::{
+    AgentInferenceRequest, InferenceCapabilities, InferenceEngine, InferenceEventStream,
+    InferenceProviderContext, InferenceTurnContext, ModelDescriptor,
+};
+
+use crate::config::OpenAiConfig;
+use crate::connection::Connection;
+use crate::sse::Driver;
+
+/// An [`InferenceEngine`] over the Responses API.
+pub struct OpenAiResponsesEngine {
+    connection: Connection,
+}
+
+impl OpenAiResponsesEngine {
+    /// Fails only when `config.extra_headers` holds an invalid header or no
+    /// HTTP client can be built; keys are checked at request time.
+    pub fn new(config: OpenAiConfig) -> anyhow::Result<Self> {
+        Ok(Self {
+            connection: Connection::new(config)?,
+        })
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.connection.config
+    }
+}
+
+#[async_trait::async_trait]
+impl InferenceEngine for OpenAiResponsesEngine {
+    fn id(&self) -> InferenceEngineId {
+        self.connection.config.id.clone()
+    }
+
+    fn capabilities(&self) -> InferenceCapabilities {
+        InferenceCapabilities {
+            images: true,
+            hosted_web_search: true,
+            ..InferenceCapabilities::coding_agent_default()
+        }
+    }
+
+    async fn list_models(
+        &self,
+        ctx: InferenceProviderContext<'_>,
+    ) -> anyhow::Result<Vec<ModelDescriptor>> {
+        self.connection.list_models(ctx).await
+    }
+
+    async fn stream_turn(
+        &self,
+        ctx: InferenceTurnContext<'_>,
+        request: AgentInferenceRequest,
+    ) -> anyhow::Result<InferenceEventStream> {
+        let body = request::build_body(&request, &self.connection.config.extra_body);
+        let exchange = self.connection.exchange(
+            Method::POST,
+            "responses",
+            Some(&body),
+            ctx.reliability,
+            ctx.cancellation.clone(),
+        )?;
+        let driver = Driver::open(exchange, decode::ResponsesDecoder::default()).await?;
+        Ok(driver.into_stream())
+    }
+}

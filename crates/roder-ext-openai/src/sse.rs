@@ -1,0 +1,255 @@
+//! Turns a streaming HTTP response into [`InferenceEvent`]s, one SSE event
+//! at a time, and recovers from a broken stream when that is safe.
+//!
+//! The wire formats differ only in how an SSE event maps to inference
+//! events, so each engine supplies a [`Decoder`] and this module does the
+//! rest: incremental parsing (eventsource-stream copes with events and
+//! UTF-8 characters split across reads), the idle timeout, cancellation,
+//! and the retry rule: a stream that breaks before it delivered anything is
+//! requested again; once anything was delivered the runtime has already
+//! published it (text) or may act on it (tool calls), so the failure is
+//! reported instead of replayed.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use roder_api::inference::{InferenceEvent, InferenceEventStream, InferenceFailure};
+
+use crate::error::{ProviderError, chain};
+use crate::http::Exchange;
+
+/// Where a decoder is after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    More,
+    /// The response is complete; `Completed` has been pushed.
+    Done,
+}
+
+/// Why a decoder cannot go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    /// The stream ended before the response's terminal event.
+    Truncated,
+    /// An event could not be read.
+    Malformed(String),
+    /// The provider reported an error inside the stream.
+    Reported { message: String, retryable: bool },
+}
+
+/// One wire format's mapping from SSE events to inference events. A fresh
+/// clone of the initial decoder reads each attempt.
+pub(crate) trait Decoder: Clone + Send + 'static {
+    /// Reads one event, pushing what it produced onto `out`. Pushes nothing
+    /// when it returns an error.
+    fn on_event(
+        &mut self,
+        event: &Event,
+        out: &mut VecDeque<InferenceEvent>,
+    ) -> Result<Progress, DecodeError>;
+
+    /// The body ended. `Ok` (with `Completed` pushed) if that is an
+    /// acceptable end of the response.
+    fn on_eof(&mut self, out: &mut VecDeque<InferenceEvent>) -> Result<(), DecodeError>;
+}
+
+type SseStream =
+    Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send + 'static>>;
+
+/// What one read of the stream came to.
+enum Step {
+    Continue,
+    Done,
+    /// Ends the stream with this item.
+    Fatal(anyhow::Result<InferenceEvent>),
+    /// Worth another attempt if nothing was delivered yet.
+    Retryable(ProviderError),
+}
+
+pub(crate) struct Driver<D> {
+    exchange: Exchange,
+    initial: D,
+    decoder: D,
+    body: Option<SseStream>,
+    pending: VecDeque<InferenceEvent>,
+    delivered: bool,
+    finished: bool,
+}
+
+impl<D: Decoder> Driver<D> {
+    /// Sends the request (with retries) and returns once the response
+    /// headers arrived, so that errors a user must fix (key, URL, model
+    /// name) come back from `stream_turn` itself.
+    pub async fn open(mut exchange: Exchange, decoder: D) -> Result<Self, ProviderError> {
+        let response = exchange.send().await?;
+        Ok(Self {
+            exchange,
+            initial: decoder.clone(),
+            decoder,
+            body: Some(sse(response)),
+            pending: VecDeque::new(),
+            delivered: false,
+            finished: false,
+        })
+    }
+
+    /// The events as a stream. Dropping it drops the connection.
+    pub fn into_stream(self) -> InferenceEventStream {
+        futures::stream::unfold(self, |mut driver| async move {
+            let item = driver.next().await?;
+            Some((item, driver))
+        })
+        .boxed()
+    }
+
+    async fn next(&mut self) -> Option<anyhow::Result<InferenceEvent>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.delivered = true;
+                return Some(Ok(event));
+            }
+            if self.finished {
+                return None;
+            }
+            let failure = match self.step().await {
+                Step::Continue => continue,
+                Step::Done => {
+                    self.finished = true;
+                    self.body = None;
+                    continue;
+                }
+                Step::Fatal(item) => return Some(self.finish(item)),
+                Step::Retryable(failure) => failure,
+            };
+            // Drop the broken connection before anything else.
+            self.body = None;
+            if self.delivered {
+                let error = ProviderError::AfterOutput {
+                    source: Box::new(failure),
+                };
+                return Some(self.finish(Err(error.into())));
+            }
+            if let Err(error) = self.exchange.before_retry(failure, None).await {
+                return Some(self.finish(Err(error.into())));
+            }
+            match self.exchange.send().await {
+                Ok(response) => {
+                    self.body = Some(sse(response));
+                    self.decoder = self.initial.clone();
+                    self.pending.clear();
+                }
+                Err(error) => return Some(self.finish(Err(error.into()))),
+            }
+        }
+    }
+
+    fn finish(&mut self, item: anyhow::Result<InferenceEvent>) -> anyhow::Result<InferenceEvent> {
+        self.finished = true;
+        self.body = None;
+        self.pending.clear();
+        item
+    }
+
+    async fn step(&mut self) -> Step {
+        let idle = self.exchange.idle_timeout();
+        let Some(body) = self.body.as_mut() else {
+            return Step::Retryable(self.dropped("the connection is gone".to_string()));
+        };
+        let next = tokio::select! {
+            biased;
+            _ = self.exchange.cancel().cancelled() => {
+                return Step::Fatal(Err(self.exchange.cancelled().into()));
+            }
+            next = tokio::time::timeout(idle, body.next()) => next,
+        };
+        match next {
+            Err(_) => {
+                Step::Retryable(self.dropped(format!("no data for {} seconds", idle.as_secs_f64())))
+            }
+            Ok(Some(Ok(event))) => match self.decoder.on_event(&event, &mut self.pending) {
+                Ok(Progress::More) => Step::Continue,
+                Ok(Progress::Done) => Step::Done,
+                Err(error) => self.decode_failure(error),
+            },
+            Ok(Some(Err(error))) => Step::Retryable(self.dropped(chain(&error))),
+            Ok(None) => match self.decoder.on_eof(&mut self.pending) {
+                Ok(()) => Step::Done,
+                Err(error) => self.decode_failure(error),
+            },
+        }
+    }
+
+    fn decode_failure(&self, error: DecodeError) -> Step {
+        let provider = self.exchange.provider().to_string();
+        match error {
+            DecodeError::Truncated => Step::Retryable(
+                self.dropped("the stream ended before the response was complete".to_string()),
+            ),
+            DecodeError::Malformed(detail) => {
+                Step::Fatal(Err(ProviderError::Protocol { provider, detail }.into()))
+            }
+            DecodeError::Reported {
+                message,
+                retryable: true,
+            } => Step::Retryable(ProviderError::Reported {
+                provider,
+                message,
+                retryable: true,
+            }),
+            DecodeError::Reported {
+                message,
+                retryable: false,
+            } => {
+                let error = ProviderError::Reported {
+                    provider,
+                    message,
+                    retryable: false,
+                };
+                Step::Fatal(Ok(InferenceEvent::Failed(InferenceFailure {
+                    message: error.to_string(),
+                })))
+            }
+        }
+    }
+
+    fn dropped(&self, detail: String) -> ProviderError {
+        ProviderError::StreamDropped {
+            provider: self.exchange.provider().to_string(),
+            detail,
+        }
+    }
+}
+
+fn sse(response: reqwest::Response) -> SseStream {
+    Box::pin(response.bytes_stream().eventsource())
+}
+
+/// Runs `decoder` over a whole body delivered in `chunks`, as the driver
+/// would: for tests that cut bodies at every byte without a network.
+#[cfg(test)]
+pub(crate) fn decode_chunks<D: Decoder>(
+    mut decoder: D,
+    chunks: Vec<Vec<u8>>,
+) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
+    let source = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk))),
+    );
+    let events: Vec<_> = futures::executor::block_on(source.eventsource().collect());
+    let mut out = VecDeque::new();
+    for event in events {
+        let Ok(event) = event else {
+            return (out.into(), Err(DecodeError::Malformed("bad utf-8".into())));
+        };
+        match decoder.on_event(&event, &mut out) {
+            Ok(Progress::More) => {}
+            Ok(Progress::Done) => return (out.into(), Ok(())),
+            Err(error) => return (out.into(), Err(error)),
+        }
+    }
+    let end = decoder.on_eof(&mut out);
+    (out.into(), end)
+}

@@ -1,1 +1,0 @@
-//! Fake model API servers (placeholder, being written).
