@@ -1,0 +1,120 @@
+//! `exec-loop`: the `roder` binary end to end. `roder exec` runs against a
+//! fake Chat Completions server (in this process) that scripts N
+//! `exec_command` calls of `true`; the same with 0 calls is subtracted and
+//! the difference divided by N. CPU and peak RSS come from the kernel's
+//! accounting of this process's children (the `roder` process and the
+//! commands it ran).
+//!
+//! Needs the release binary: `cargo build --release -p roder-cli` (looked up
+//! next to this benchmark's own executable, or at `$RODER_BIN`).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use serde_json::json;
+
+use crate::figure::{median, print};
+
+const STEPS: usize = 50;
+const REPEATS: usize = 5;
+
+struct Sample {
+    wall_ms: f64,
+    cpu_ms: f64,
+}
+
+pub async fn run() -> anyhow::Result<()> {
+    let roder = binary()?;
+    let server = FakeModelServer::start().await?;
+    let home = tempfile::tempdir()?;
+    tokio::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/bench\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .await?;
+    let workspace = tempfile::tempdir()?;
+    let mut empty = Vec::new();
+    let mut full = Vec::new();
+    for _ in 0..REPEATS {
+        empty.push(exec(&roder, &server, home.path(), workspace.path(), 0).await?);
+        full.push(exec(&roder, &server, home.path(), workspace.path(), STEPS).await?);
+    }
+    let peak_rss_mib = children_usage()?.1 as f64 / 1024.0;
+    let per_step = |pick: fn(&Sample) -> f64| {
+        let mut base: Vec<f64> = empty.iter().map(pick).collect();
+        let mut loaded: Vec<f64> = full.iter().map(pick).collect();
+        (median(&mut loaded) - median(&mut base)) / STEPS as f64
+    };
+    let context = json!({ "steps": STEPS, "repeats": REPEATS, "command": "true",
+        "peers": { "codex_exec_0.171_wall_ms": 71, "codex_exec_0.171_cpu_ms": 60,
+                   "codex_exec_0.171_peak_rss_mb": 162, "mini_swe_agent_2.4.6_wall_ms": 59 } });
+    print("exec-loop", "wall_per_step_ms", per_step(|s| s.wall_ms), "ms", context.clone());
+    print("exec-loop", "cpu_per_step_ms", per_step(|s| s.cpu_ms), "ms", context.clone());
+    print("exec-loop", "peak_rss_mib", peak_rss_mib, "MiB", context);
+    Ok(())
+}
+
+fn binary() -> anyhow::Result<PathBuf> {
+    if let Ok(path) = std::env::var("RODER_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let beside = std::env::current_exe()?.with_file_name("roder");
+    anyhow::ensure!(
+        beside.exists(),
+        "{} does not exist; run `cargo build --release -p roder-cli` first (or set RODER_BIN)",
+        beside.display()
+    );
+    Ok(beside)
+}
+
+/// (user+system CPU ms, max RSS KiB) of all waited-for children.
+fn children_usage() -> anyhow::Result<(f64, i64)> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole rusage into the pointer it is given.
+    let status = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
+    anyhow::ensure!(status == 0, "getrusage failed");
+    // SAFETY: initialised by the successful call above.
+    let usage = unsafe { usage.assume_init() };
+    let ms = |time: libc::timeval| time.tv_sec as f64 * 1000.0 + time.tv_usec as f64 / 1000.0;
+    Ok((ms(usage.ru_utime) + ms(usage.ru_stime), usage.ru_maxrss))
+}
+
+async fn exec(
+    roder: &PathBuf,
+    server: &FakeModelServer,
+    home: &std::path::Path,
+    workspace: &std::path::Path,
+    steps: usize,
+) -> anyhow::Result<Sample> {
+    for index in 0..steps {
+        let id = format!("call-{index}");
+        server.push(ChatStream::tool_calls_reply(&[(
+            id.as_str(),
+            "exec_command",
+            r#"{"cmd":"true"}"#,
+        )]));
+    }
+    server.push(ChatStream::text_reply("done"));
+    let cpu_before = children_usage()?.0;
+    let started = Instant::now();
+    let output = tokio::process::Command::new(roder)
+        .args(["exec", "run true repeatedly"])
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env_remove("RODER_MODEL")
+        .output()
+        .await?;
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let cpu_ms = children_usage()?.0 - cpu_before;
+    anyhow::ensure!(
+        output.status.success(),
+        "roder exec failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    anyhow::ensure!(server.remaining_replies() == 0, "the script was not used up");
+    Ok(Sample { wall_ms, cpu_ms })
+}
