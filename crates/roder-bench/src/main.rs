@@ -4,13 +4,25 @@
 //! Machine-dependent figures are reported next to a baseline measured in the
 //! same run, because these machines are shared and noisy.
 
+mod app_server;
+mod exec_loop;
 mod figure;
+mod provision;
+mod provision_worktree;
 mod store;
+mod threads;
 mod tool_loop;
 
 use anyhow::Context;
 
-const BENCHES: &[&str] = &["tool-loop", "store"];
+const BENCHES: &[&str] = &[
+    "tool-loop",
+    "store",
+    "threads",
+    "provision",
+    "app-server",
+    "exec-loop",
+];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -24,6 +36,10 @@ async fn main() -> anyhow::Result<()> {
         match name {
             "tool-loop" => tool_loop::run().await.context("tool-loop")?,
             "store" => store::run().await.context("store")?,
+            "threads" => threads::run().await.context("threads")?,
+            "exec-loop" => exec_loop::run().await.context("exec-loop")?,
+            "app-server" => app_server::run().await.context("app-server")?,
+            "provision" => provision::run().await.context("provision")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

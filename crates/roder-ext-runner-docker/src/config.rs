@@ -1,0 +1,589 @@
+//! The JSON a docker destination carries, parsed and checked.
+//!
+//! The config is persisted with the thread (it is the binding's destination
+//! config), so it describes the container and never holds secrets. Unknown
+//! fields are refused, so a typo (`"imgae"`) is an error instead of a
+//! silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path};
+
+use anyhow::bail;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::labels::LABEL_PREFIX;
+
+/// Where commands and relative file paths land when the config names none.
+pub const DEFAULT_WORKDIR: &str = "/workspace";
+
+/// Network of a container when the config names none: no network at all.
+pub const DEFAULT_NETWORK: &str = "none";
+
+/// Most pre-created containers one destination config may keep warm.
+pub const MAX_POOL_SIZE: usize = 32;
+
+const KNOWN_FIELDS: [&str; 12] = [
+    "image",
+    "workdir",
+    "working_dir",
+    "env",
+    "cpus",
+    "memory",
+    "network",
+    "ports",
+    "mounts",
+    "cleanup",
+    "labels",
+    "pool_size",
+];
+
+/// What `close` does with the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Cleanup {
+    /// Remove the container when the session closes (the default).
+    #[serde(rename = "delete-on-close")]
+    DeleteOnClose,
+    /// Leave it running; `gc` removes it once its thread is gone.
+    #[serde(rename = "keep")]
+    Keep,
+}
+
+impl Cleanup {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cleanup::DeleteOnClose => "delete-on-close",
+            Cleanup::Keep => "keep",
+        }
+    }
+
+    /// Parses the value of a container's cleanup label; anything unknown
+    /// is treated as `delete-on-close`, the default.
+    pub fn from_label(value: Option<&str>) -> Self {
+        match value {
+            Some("keep") => Cleanup::Keep,
+            _ => Cleanup::DeleteOnClose,
+        }
+    }
+}
+
+/// A host directory bind-mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BindMount {
+    /// Absolute host path; must exist (Docker refuses missing bind sources).
+    pub source: String,
+    /// Absolute path in the container.
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// A parsed docker destination config.
+///
+/// Serialized (fields in declaration order, maps sorted) it is the input of
+/// the warm-pool fingerprint, so two configs that would create the same
+/// container share a pool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DockerConfig {
+    /// Image reference; must be present locally (this runner never pulls).
+    pub image: String,
+    /// Absolute container path: the working directory of commands without a
+    /// `cwd` and the base of relative file paths. It must be the thread's
+    /// runner workspace, since tools send paths relative to that.
+    pub workdir: String,
+    /// Container environment, sorted by name.
+    pub env: Vec<(String, String)>,
+    /// CPU limit in cores (`NanoCpus`).
+    pub cpus: Option<f64>,
+    /// Memory limit in bytes.
+    pub memory: Option<i64>,
+    /// `none` (default), `bridge`, `host` or a network name.
+    pub network: String,
+    /// Container TCP ports published on 127.0.0.1 at ephemeral host ports.
+    pub ports: Vec<u16>,
+    pub mounts: Vec<BindMount>,
+    pub cleanup: Cleanup,
+    /// Extra labels, sorted; `dev.roder.*` keys are reserved.
+    pub labels: BTreeMap<String, String>,
+    /// Pre-created containers kept warm for this config (0: no pool).
+    pub pool_size: usize,
+}
+
+impl DockerConfig {
+    /// Parses a destination `config`; `source` names where it came from so
+    /// errors point at the right place.
+    pub fn from_json(value: &Value, source: &str) -> anyhow::Result<Self> {
+        let object = match value {
+            Value::Object(object) => object,
+            Value::Null => bail!(
+                "docker {source} is missing; expected an object like {{\"image\": \"roder-sandbox:latest\"}}"
+            ),
+            other => bail!(
+                "docker {source} must be an object like {{\"image\": \"roder-sandbox:latest\"}}, got {other}"
+            ),
+        };
+        if let Some(unknown) = object
+            .keys()
+            .find(|key| !KNOWN_FIELDS.contains(&key.as_str()))
+        {
+            bail!(
+                "docker {source} has unknown field `{unknown}` (known fields: {})",
+                KNOWN_FIELDS.join(", ")
+            );
+        }
+        let fields = Fields { object, source };
+        let config = Self {
+            image: fields.image()?,
+            workdir: fields.workdir()?,
+            env: fields.env()?,
+            cpus: fields.cpus()?,
+            memory: fields.memory()?,
+            network: fields
+                .string("network")?
+                .unwrap_or_else(|| DEFAULT_NETWORK.to_string()),
+            ports: fields.ports()?,
+            mounts: fields.mounts()?,
+            cleanup: fields.cleanup()?,
+            labels: fields.labels()?,
+            pool_size: fields.pool_size()?,
+        };
+        if !config.ports.is_empty() && config.network == "none" {
+            bail!(
+                "docker {source} publishes ports {:?} but `network` is \"none\"; set `network` to \"bridge\" (or another network) to publish ports",
+                config.ports
+            );
+        }
+        Ok(config)
+    }
+
+    /// A stable digest of everything that shapes the container, used as the
+    /// warm-pool key and label value.
+    pub fn fingerprint(&self) -> String {
+        let canonical = serde_json::to_string(self).unwrap_or_default();
+        format!("{:016x}", fnv1a(canonical.as_bytes()))
+    }
+}
+
+/// FNV-1a: tiny and stable across Rust releases (unlike `DefaultHasher`),
+/// which matters because the fingerprint is stored in labels.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Whether `path` is absolute and has no `.`/`..` components.
+fn is_clean_absolute(path: &str) -> bool {
+    let path = Path::new(path);
+    path.is_absolute()
+        && path
+            .components()
+            .all(|component| matches!(component, Component::RootDir | Component::Normal(_)))
+}
+
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    source: &'a str,
+}
+
+impl Fields<'_> {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.object.get(name).filter(|value| !value.is_null())
+    }
+
+    fn string(&self, name: &str) -> anyhow::Result<Option<String>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(value)) if value.is_empty() => {
+                bail!("docker {} field `{name}` must not be empty", self.source)
+            }
+            Some(Value::String(value)) if value.contains('\0') => {
+                bail!("docker {} field `{name}` contains a NUL byte", self.source)
+            }
+            Some(Value::String(value)) => Ok(Some(value.clone())),
+            Some(other) => bail!(
+                "docker {} field `{name}` must be a string, got {other}",
+                self.source
+            ),
+        }
+    }
+
+    fn image(&self) -> anyhow::Result<String> {
+        self.string("image")?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "docker {} field `image` is required: an image present on this Docker host, e.g. \"roder-sandbox:latest\"",
+                self.source
+            )
+        })
+    }
+
+    /// `workdir`, or `working_dir` (the name the runtime reads when a
+    /// runtime-level destination auto-binds threads); both must agree.
+    fn workdir(&self) -> anyhow::Result<String> {
+        let workdir = self.string("workdir")?;
+        let working_dir = self.string("working_dir")?;
+        let chosen = match (workdir, working_dir) {
+            (Some(a), Some(b)) if a != b => bail!(
+                "docker {} fields `workdir` ({a:?}) and `working_dir` ({b:?}) disagree; set one",
+                self.source
+            ),
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => DEFAULT_WORKDIR.to_string(),
+        };
+        if !is_clean_absolute(&chosen) {
+            bail!(
+                "docker {} field `workdir` must be an absolute container path without `.` or `..`, got {chosen:?}",
+                self.source
+            );
+        }
+        let trimmed = chosen.trim_end_matches('/');
+        Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+    }
+
+    fn env(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let env = match self.get("env") {
+            None => return Ok(Vec::new()),
+            Some(Value::Object(env)) => env,
+            Some(other) => bail!(
+                "docker {} field `env` must be an object of string values, got {other}",
+                self.source
+            ),
+        };
+        let mut pairs = Vec::with_capacity(env.len());
+        for (key, value) in env {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                bail!(
+                    "docker {} field `env` has an invalid variable name {key:?} (empty, or contains '=' or NUL)",
+                    self.source
+                );
+            }
+            let Value::String(value) = value else {
+                bail!(
+                    "docker {} field `env.{key}` must be a string, got {value}",
+                    self.source
+                );
+            };
+            if value.contains('\0') {
+                bail!(
+                    "docker {} field `env.{key}` contains a NUL byte",
+                    self.source
+                );
+            }
+            pairs.push((key.clone(), value.clone()));
+        }
+        pairs.sort();
+        Ok(pairs)
+    }
+
+    fn cpus(&self) -> anyhow::Result<Option<f64>> {
+        match self.get("cpus") {
+            None => Ok(None),
+            Some(Value::Number(number)) => match number.as_f64() {
+                Some(cpus) if cpus > 0.0 && cpus <= 1024.0 => Ok(Some(cpus)),
+                _ => bail!(
+                    "docker {} field `cpus` must be a number of cores above 0, got {number}",
+                    self.source
+                ),
+            },
+            Some(other) => bail!(
+                "docker {} field `cpus` must be a number of cores (e.g. 1.5), got {other}",
+                self.source
+            ),
+        }
+    }
+
+    /// Bytes as an integer, or a string with a `b`, `k`, `m` or `g` suffix
+    /// (powers of 1024, as `docker run --memory` reads them).
+    fn memory(&self) -> anyhow::Result<Option<i64>> {
+        let bad = |shown: &dyn std::fmt::Display| {
+            anyhow::anyhow!(
+                "docker {} field `memory` must be bytes (an integer) or a size like \"512m\" or \"2g\", got {shown}",
+                self.source
+            )
+        };
+        let bytes = match self.get("memory") {
+            None => return Ok(None),
+            Some(Value::Number(number)) => number.as_i64().ok_or_else(|| bad(number))?,
+            Some(Value::String(text)) => {
+                parse_size(text).ok_or_else(|| bad(&format!("{text:?}")))?
+            }
+            Some(other) => return Err(bad(other)),
+        };
+        if bytes <= 0 {
+            return Err(bad(&bytes));
+        }
+        Ok(Some(bytes))
+    }
+
+    fn ports(&self) -> anyhow::Result<Vec<u16>> {
+        let ports = match self.get("ports") {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(ports)) => ports,
+            Some(other) => bail!(
+                "docker {} field `ports` must be an array of container TCP ports, got {other}",
+                self.source
+            ),
+        };
+        let mut parsed = Vec::with_capacity(ports.len());
+        for port in ports {
+            match port.as_u64().and_then(|port| u16::try_from(port).ok()) {
+                Some(port) if port > 0 => parsed.push(port),
+                _ => bail!(
+                    "docker {} field `ports` holds {port}, which is not a TCP port (1-65535)",
+                    self.source
+                ),
+            }
+        }
+        parsed.sort_unstable();
+        parsed.dedup();
+        Ok(parsed)
+    }
+
+    fn mounts(&self) -> anyhow::Result<Vec<BindMount>> {
+        let mounts = match self.get("mounts") {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(mounts)) => mounts,
+            Some(other) => bail!(
+                "docker {} field `mounts` must be an array of {{\"source\", \"target\", \"read_only\"}} objects, got {other}",
+                self.source
+            ),
+        };
+        let mut parsed = Vec::with_capacity(mounts.len());
+        for (index, mount) in mounts.iter().enumerate() {
+            let Value::Object(object) = mount else {
+                bail!(
+                    "docker {} field `mounts[{index}]` must be an object like {{\"source\": \"/host/dir\", \"target\": \"/data\", \"read_only\": true}}",
+                    self.source
+                );
+            };
+            if let Some(unknown) = object
+                .keys()
+                .find(|key| !["source", "target", "read_only"].contains(&key.as_str()))
+            {
+                bail!(
+                    "docker {} field `mounts[{index}]` has unknown field `{unknown}` (known: source, target, read_only)",
+                    self.source
+                );
+            }
+            let path = |name: &str, side: &str| -> anyhow::Result<String> {
+                match object.get(name) {
+                    Some(Value::String(path)) if is_clean_absolute(path) => Ok(path.clone()),
+                    Some(other) => bail!(
+                        "docker {} field `mounts[{index}].{name}` must be an absolute {side} path without `.` or `..`, got {other}",
+                        self.source
+                    ),
+                    None => bail!(
+                        "docker {} field `mounts[{index}].{name}` is required (an absolute {side} path)",
+                        self.source
+                    ),
+                }
+            };
+            let read_only = match object.get("read_only") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(read_only)) => *read_only,
+                Some(other) => bail!(
+                    "docker {} field `mounts[{index}].read_only` must be true or false, got {other}",
+                    self.source
+                ),
+            };
+            parsed.push(BindMount {
+                source: path("source", "host")?,
+                target: path("target", "container")?,
+                read_only,
+            });
+        }
+        Ok(parsed)
+    }
+
+    fn cleanup(&self) -> anyhow::Result<Cleanup> {
+        match self.string("cleanup")?.as_deref() {
+            None | Some("delete-on-close") => Ok(Cleanup::DeleteOnClose),
+            Some("keep") => Ok(Cleanup::Keep),
+            Some(other) => bail!(
+                "docker {} field `cleanup` must be \"delete-on-close\" or \"keep\", got {other:?}",
+                self.source
+            ),
+        }
+    }
+
+    fn labels(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let labels = match self.get("labels") {
+            None => return Ok(BTreeMap::new()),
+            Some(Value::Object(labels)) => labels,
+            Some(other) => bail!(
+                "docker {} field `labels` must be an object of string values, got {other}",
+                self.source
+            ),
+        };
+        let mut parsed = BTreeMap::new();
+        for (key, value) in labels {
+            if key.is_empty() || key.starts_with(LABEL_PREFIX) {
+                bail!(
+                    "docker {} field `labels` may not set {key:?}: keys under `{LABEL_PREFIX}` are Roder's own",
+                    self.source
+                );
+            }
+            let Value::String(value) = value else {
+                bail!(
+                    "docker {} field `labels.{key}` must be a string, got {value}",
+                    self.source
+                );
+            };
+            parsed.insert(key.clone(), value.clone());
+        }
+        Ok(parsed)
+    }
+
+    fn pool_size(&self) -> anyhow::Result<usize> {
+        match self.get("pool_size") {
+            None => Ok(0),
+            Some(value) => match value.as_u64().and_then(|size| usize::try_from(size).ok()) {
+                Some(size) if size <= MAX_POOL_SIZE => Ok(size),
+                _ => bail!(
+                    "docker {} field `pool_size` must be an integer from 0 to {MAX_POOL_SIZE}, got {value}",
+                    self.source
+                ),
+            },
+        }
+    }
+}
+
+/// `"512m"` → 536870912. Suffixes are powers of 1024; none means bytes.
+fn parse_size(text: &str) -> Option<i64> {
+    let text = text.trim().to_ascii_lowercase();
+    let text = text.strip_suffix('b').unwrap_or(&text);
+    let (digits, unit) = match text.char_indices().last()? {
+        (at, 'k') => (&text[..at], 1_i64 << 10),
+        (at, 'm') => (&text[..at], 1 << 20),
+        (at, 'g') => (&text[..at], 1 << 30),
+        _ => (text, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<i64>().ok()?.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(value: Value) -> anyhow::Result<DockerConfig> {
+        DockerConfig::from_json(&value, "destination config")
+    }
+
+    fn error(value: Value) -> String {
+        format!("{:#}", parse(value).unwrap_err())
+    }
+
+    #[test]
+    fn defaults_apply_to_a_bare_image() {
+        let config = parse(json!({"image": "roder-sandbox:latest"})).unwrap();
+        assert_eq!(config.image, "roder-sandbox:latest");
+        assert_eq!(config.workdir, DEFAULT_WORKDIR);
+        assert_eq!(config.network, "none");
+        assert_eq!(config.cleanup, Cleanup::DeleteOnClose);
+        assert_eq!(config.pool_size, 0);
+        assert!(config.env.is_empty() && config.ports.is_empty() && config.mounts.is_empty());
+        assert_eq!((config.cpus, config.memory), (None, None));
+    }
+
+    #[test]
+    fn every_field_parses() {
+        let config = parse(json!({
+            "image": "img",
+            "workdir": "/src/",
+            "env": {"B": "2", "A": "1"},
+            "cpus": 1.5,
+            "memory": "512m",
+            "network": "bridge",
+            "ports": [8080, 3000, 8080],
+            "mounts": [{"source": "/host", "target": "/data", "read_only": true}],
+            "cleanup": "keep",
+            "labels": {"team": "x"},
+            "pool_size": 3
+        }))
+        .unwrap();
+        assert_eq!(config.workdir, "/src");
+        assert_eq!(
+            config.env,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
+        assert_eq!(config.cpus, Some(1.5));
+        assert_eq!(config.memory, Some(512 << 20));
+        assert_eq!(config.ports, vec![3000, 8080]);
+        assert_eq!(
+            config.mounts,
+            vec![BindMount {
+                source: "/host".into(),
+                target: "/data".into(),
+                read_only: true
+            }]
+        );
+        assert_eq!(config.cleanup, Cleanup::Keep);
+        assert_eq!(config.labels.get("team").map(String::as_str), Some("x"));
+        assert_eq!(config.pool_size, 3);
+    }
+
+    #[test]
+    fn working_dir_is_an_alias_that_must_agree() {
+        let config = parse(json!({"image": "i", "working_dir": "/w"})).unwrap();
+        assert_eq!(config.workdir, "/w");
+        assert!(
+            error(json!({"image": "i", "workdir": "/a", "working_dir": "/b"})).contains("disagree")
+        );
+        assert!(error(json!({"image": "i", "workdir": "rel"})).contains("absolute"));
+        assert!(error(json!({"image": "i", "workdir": "/a/../b"})).contains("absolute"));
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        assert!(error(Value::Null).contains("missing"));
+        assert!(error(json!({})).contains("field `image` is required"));
+        assert!(error(json!({"image": ""})).contains("`image` must not be empty"));
+        assert!(error(json!({"image": "i", "imgae": 1})).contains("unknown field `imgae`"));
+        assert!(error(json!({"image": "i", "cpus": 0})).contains("`cpus`"));
+        assert!(error(json!({"image": "i", "memory": "lots"})).contains("`memory`"));
+        assert!(error(json!({"image": "i", "memory": -1})).contains("`memory`"));
+        assert!(error(json!({"image": "i", "ports": [70000]})).contains("`ports`"));
+        assert!(error(json!({"image": "i", "ports": [80]})).contains("network"));
+        assert!(error(json!({"image": "i", "cleanup": "never"})).contains("`cleanup`"));
+        assert!(error(json!({"image": "i", "pool_size": 99})).contains("`pool_size`"));
+        assert!(
+            error(json!({"image": "i", "labels": {"dev.roder.thread": "x"}}))
+                .contains("Roder's own")
+        );
+        assert!(
+            error(json!({"image": "i", "mounts": [{"source": "rel", "target": "/d"}]}))
+                .contains("mounts[0].source")
+        );
+        assert!(
+            error(json!({"image": "i", "mounts": [{"source": "/h"}]}))
+                .contains("mounts[0].target` is required")
+        );
+        assert!(error(json!({"image": "i", "env": {"A=B": "x"}})).contains("invalid variable"));
+    }
+
+    #[test]
+    fn sizes_parse_like_docker_run() {
+        assert_eq!(parse_size("1024"), Some(1024));
+        assert_eq!(parse_size("4k"), Some(4096));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("64MB"), Some(64 << 20));
+        assert_eq!(parse_size("m"), None);
+        assert_eq!(parse_size("1.5g"), None);
+    }
+
+    #[test]
+    fn fingerprints_follow_the_container_shape() {
+        let a = parse(json!({"image": "i", "env": {"A": "1", "B": "2"}})).unwrap();
+        let b = parse(json!({"image": "i", "env": {"B": "2", "A": "1"}})).unwrap();
+        let c = parse(json!({"image": "i", "env": {"A": "1"}})).unwrap();
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_eq!(a.fingerprint().len(), 16);
+    }
+}

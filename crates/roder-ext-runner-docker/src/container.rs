@@ -1,0 +1,232 @@
+//! Creating, starting, finding and removing session containers.
+
+use std::collections::HashMap;
+
+use anyhow::bail;
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, HostConfig, Mount,
+    MountType, PortBinding,
+};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+
+use crate::client::{is_not_found, message_of};
+use crate::config::DockerConfig;
+use crate::labels;
+
+/// The container's main process: a shell that sleeps until it is stopped
+/// (exec'd commands are what do the work). Handling TERM makes `docker
+/// stop` quick; waiting on a background `sleep` lets the shell reap orphans
+/// that killed commands leave behind.
+const KEEPALIVE: &str = "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done";
+
+/// The create request for a container of `config` with `labels`.
+pub fn create_body(config: &DockerConfig, labels: HashMap<String, String>) -> ContainerCreateBody {
+    let port_key = |port: &u16| format!("{port}/tcp");
+    let port_bindings = config
+        .ports
+        .iter()
+        .map(|port| {
+            (
+                port_key(port),
+                Some(vec![PortBinding {
+                    host_ip: Some("127.0.0.1".to_string()),
+                    host_port: Some(String::new()),
+                }]),
+            )
+        })
+        .collect::<HashMap<_, _>>();
+    let mounts = config
+        .mounts
+        .iter()
+        .map(|mount| Mount {
+            source: Some(mount.source.clone()),
+            target: Some(mount.target.clone()),
+            typ: Some(MountType::BIND),
+            read_only: Some(mount.read_only),
+            ..Default::default()
+        })
+        .collect::<Vec<_>>();
+    let host_config = HostConfig {
+        network_mode: Some(config.network.clone()),
+        nano_cpus: config.cpus.map(|cpus| (cpus * 1e9).round() as i64),
+        memory: config.memory,
+        port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        mounts: (!mounts.is_empty()).then_some(mounts),
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(config.image.clone()),
+        entrypoint: Some(vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            KEEPALIVE.to_string(),
+        ]),
+        cmd: Some(Vec::new()),
+        working_dir: Some(config.workdir.clone()),
+        env: Some(
+            config
+                .env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect(),
+        ),
+        labels: Some(labels),
+        exposed_ports: (!config.ports.is_empty())
+            .then(|| config.ports.iter().map(port_key).collect()),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}
+
+/// The labels every container of `config` carries (Roder's and the user's).
+pub fn base_labels(config: &DockerConfig) -> HashMap<String, String> {
+    let mut all: HashMap<String, String> = config
+        .labels
+        .iter()
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    all.insert(labels::MANAGED.to_string(), "true".to_string());
+    all.insert(
+        labels::CLEANUP.to_string(),
+        config.cleanup.as_str().to_string(),
+    );
+    // Blank what an image committed from another container could pass on.
+    for key in [
+        labels::DESTINATION,
+        labels::THREAD,
+        labels::POOL,
+        labels::POOL_OWNER,
+    ] {
+        all.entry(key.to_string()).or_default();
+    }
+    all
+}
+
+/// Creates and starts a container; returns its full id. A container that
+/// was created but could not start is removed again.
+pub async fn create_and_start(
+    docker: &Docker,
+    config: &DockerConfig,
+    labels: HashMap<String, String>,
+    name: &str,
+) -> anyhow::Result<String> {
+    let options = CreateContainerOptionsBuilder::default().name(name).build();
+    let created = docker
+        .create_container(Some(options), create_body(config, labels))
+        .await
+        .map_err(|error| {
+            if is_not_found(&error) && message_of(&error).to_lowercase().contains("image") {
+                missing_image(&config.image)
+            } else {
+                anyhow::anyhow!(
+                    "cannot create a container of image {:?}: {}",
+                    config.image,
+                    message_of(&error)
+                )
+            }
+        })?;
+    if let Err(error) = docker.start_container(&created.id, None).await {
+        remove(docker, &created.id).await.ok();
+        bail!(
+            "cannot start a container of image {:?}: {}",
+            config.image,
+            message_of(&error)
+        );
+    }
+    Ok(created.id)
+}
+
+/// The error for an image that is not on this Docker host.
+pub fn missing_image(image: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "docker image {image:?} is not present on this Docker host; build or load it first (the docker runner never pulls images; for the test image run scripts/build-sandbox-image.sh)"
+    )
+}
+
+/// Fails with [`missing_image`] unless `image` is present locally.
+pub async fn require_image(docker: &Docker, image: &str) -> anyhow::Result<()> {
+    match docker.inspect_image(image).await {
+        Ok(_) => Ok(()),
+        Err(error) if is_not_found(&error) => Err(missing_image(image)),
+        Err(error) => Err(anyhow::anyhow!(
+            "cannot inspect docker image {image:?}: {}",
+            message_of(&error)
+        )),
+    }
+}
+
+/// Force-removes a container and its anonymous volumes; a container that
+/// is already gone counts as removed.
+pub async fn remove(docker: &Docker, container: &str) -> anyhow::Result<()> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(container, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(error) if is_not_found(&error) => Ok(()),
+        // A removal already in progress (e.g. gc racing close) finishes alone.
+        Err(error) if message_of(&error).contains("already in progress") => Ok(()),
+        Err(error) => Err(anyhow::anyhow!(
+            "cannot remove container {container}: {}",
+            message_of(&error)
+        )),
+    }
+}
+
+/// A Roder container found by id or name, made ready for commands: a
+/// stopped one (after a daemon restart) is started again, since its
+/// filesystem, the thread's workspace, is still there. A paused one stays
+/// paused.
+pub async fn attach(docker: &Docker, container: &str) -> anyhow::Result<ContainerInspectResponse> {
+    let inspect = inspect(docker, container).await?;
+    let labels = inspect
+        .config
+        .as_ref()
+        .and_then(|config| config.labels.as_ref());
+    if labels.and_then(|labels| labels::get(labels, labels::MANAGED)) != Some("true") {
+        bail!(
+            "container {container} was not created by Roder's docker runner (label {}=true is missing); refusing to use it",
+            labels::MANAGED
+        );
+    }
+    let status = inspect
+        .state
+        .as_ref()
+        .and_then(|state| state.status)
+        .unwrap_or(ContainerStateStatusEnum::EMPTY);
+    match status {
+        ContainerStateStatusEnum::RUNNING | ContainerStateStatusEnum::PAUSED => Ok(inspect),
+        ContainerStateStatusEnum::CREATED | ContainerStateStatusEnum::EXITED => {
+            docker
+                .start_container(container, None)
+                .await
+                .map_err(|error| {
+                    anyhow::anyhow!(
+                        "container {container} is stopped and cannot be started again: {}",
+                        message_of(&error)
+                    )
+                })?;
+            self::inspect(docker, container).await
+        }
+        other => bail!("container {container} is {other:?} and cannot be used"),
+    }
+}
+
+/// Inspects a container, with a clear error when it is gone.
+pub async fn inspect(docker: &Docker, container: &str) -> anyhow::Result<ContainerInspectResponse> {
+    docker
+        .inspect_container(container, None)
+        .await
+        .map_err(|error| {
+            if is_not_found(&error) {
+                anyhow::anyhow!("container {container} no longer exists")
+            } else {
+                anyhow::anyhow!(
+                    "cannot inspect container {container}: {}",
+                    message_of(&error)
+                )
+            }
+        })
+}

@@ -1,0 +1,39 @@
+//! Roder runner provider `docker`: a session is a Docker container, driven
+//! through the Docker Engine API (bollard over the local socket; never the
+//! `docker` CLI).
+//!
+//! Commands run as execs (timeouts and cancellation kill the whole process
+//! tree in the container), files move through the archive API, ports are
+//! published at creation, snapshots are commits, pause/resume use the cgroup
+//! freezer, and a detached container is found again by id. Every container
+//! is labelled, so `DockerRunnerProvider::gc` can remove what no thread
+//! uses. A warm pool keeps started containers ready per config.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use roder_api::remote_runner::RemoteRunnerProvider;
+//! use roder_ext_runner_docker::DockerRunnerProvider;
+//!
+//! let provider: Arc<dyn RemoteRunnerProvider> = Arc::new(DockerRunnerProvider::default());
+//! assert_eq!(provider.id(), "docker");
+//! ```
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod archive;
+mod client;
+pub mod config;
+mod container;
+mod exec;
+mod gc;
+pub mod labels;
+mod paths;
+mod pool;
+mod provider;
+mod running;
+mod session;
+
+pub use client::{DEFAULT_SOCKET, daemon_socket_present};
+pub use config::{Cleanup, DockerConfig};
+pub use exec::MARKER_VAR;
+pub use provider::{DockerRunnerProvider, PROVIDER_ID};
+pub use session::{DockerSession, SNAPSHOT_REPOSITORY};
