@@ -52,8 +52,20 @@ pub async fn run() -> anyhow::Result<()> {
     let context = json!({ "steps": STEPS, "repeats": REPEATS, "command": "true",
         "peers": { "codex_exec_0.171_wall_ms": 71, "codex_exec_0.171_cpu_ms": 60,
                    "codex_exec_0.171_peak_rss_mb": 162, "mini_swe_agent_2.4.6_wall_ms": 59 } });
-    print("exec-loop", "wall_per_step_ms", per_step(|s| s.wall_ms), "ms", context.clone());
-    print("exec-loop", "cpu_per_step_ms", per_step(|s| s.cpu_ms), "ms", context.clone());
+    print(
+        "exec-loop",
+        "wall_per_step_ms",
+        per_step(|s| s.wall_ms),
+        "ms",
+        context.clone(),
+    );
+    print(
+        "exec-loop",
+        "cpu_per_step_ms",
+        per_step(|s| s.cpu_ms),
+        "ms",
+        context.clone(),
+    );
     print("exec-loop", "peak_rss_mib", peak_rss_mib, "MiB", context);
     Ok(())
 }
@@ -115,6 +127,9 @@ async fn exec(
         "roder exec failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    anyhow::ensure!(server.remaining_replies() == 0, "the script was not used up");
+    anyhow::ensure!(
+        server.remaining_replies() == 0,
+        "the script was not used up"
+    );
     Ok(Sample { wall_ms, cpu_ms })
 }

@@ -90,8 +90,20 @@ pub async fn run() -> anyhow::Result<()> {
     let wall_1000 = run_threads(1_000).await?;
     let peak_kib = status_kib("VmHWM:")?;
     let wall_100 = run_threads(100).await?;
-    print("threads", "wall_s_100", wall_100, "s", json!({ "threads": 100 }));
-    print("threads", "wall_s_1000", wall_1000, "s", json!({ "threads": 1000 }));
+    print(
+        "threads",
+        "wall_s_100",
+        wall_100,
+        "s",
+        json!({ "threads": 100 }),
+    );
+    print(
+        "threads",
+        "wall_s_1000",
+        wall_1000,
+        "s",
+        json!({ "threads": 1000 }),
+    );
     print(
         "threads",
         "rss_per_thread_mib_1000",
@@ -139,7 +151,11 @@ async fn run_threads(count: usize) -> anyhow::Result<f64> {
     let wall = started.elapsed().as_secs_f64();
     for index in 0..count {
         let written = root.path().join(format!("ws-{index}")).join("out.txt");
-        anyhow::ensure!(tokio::fs::try_exists(&written).await?, "{} missing", written.display());
+        anyhow::ensure!(
+            tokio::fs::try_exists(&written).await?,
+            "{} missing",
+            written.display()
+        );
     }
     Ok(wall)
 }

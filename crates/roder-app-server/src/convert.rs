@@ -1,0 +1,152 @@
+//! From the runtime's types to the protocol's. The protocol has its own
+//! types (camelCase, schema-derived) so that the runtime can change its
+//! structs without changing the wire.
+
+use roder_api::events::EventEnvelope;
+use roder_api::remote_runner::{RunnerCapabilities, RunnerSessionState};
+use roder_api::thread::ThreadMetadata;
+use roder_api::tools::ToolSpec;
+use roder_api::workdir;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::protocol::{
+    self, ExternalToolSpec, RunnerBindingInfo, RuntimeEvent, ThreadEvent, ThreadInfo,
+};
+
+pub(crate) fn rfc3339(timestamp: OffsetDateTime) -> String {
+    // Formatting a UTC timestamp as RFC 3339 only fails for years past 9999.
+    timestamp
+        .format(&Rfc3339)
+        .unwrap_or_else(|_| timestamp.unix_timestamp().to_string())
+}
+
+pub(crate) fn thread_event(envelope: &EventEnvelope) -> ThreadEvent {
+    ThreadEvent {
+        thread_id: envelope.thread_id.clone(),
+        seq: envelope.seq,
+        turn_id: envelope.turn_id.clone(),
+        timestamp: rfc3339(envelope.timestamp),
+        event: RuntimeEvent(serde_json::to_value(&envelope.event).unwrap_or_default()),
+    }
+}
+
+pub(crate) fn thread_info(metadata: ThreadMetadata) -> ThreadInfo {
+    ThreadInfo {
+        thread_id: metadata.thread_id,
+        title: metadata.title,
+        workspace: metadata.workspace,
+        provider: metadata.provider,
+        model: metadata.model,
+        tool_allowlist: metadata.tool_allowlist,
+        developer_instructions: metadata.developer_instructions,
+        external_tools: metadata
+            .external_tools
+            .into_iter()
+            .map(|tool| ExternalToolSpec {
+                name: tool.name,
+                description: tool.description,
+                parameters: tool.parameters,
+            })
+            .collect(),
+        runner: metadata.runner_binding.map(|binding| RunnerBindingInfo {
+            provider_id: binding.destination.provider_id,
+            destination_id: binding.destination.id,
+            config: binding.destination.config,
+            workspace: binding.workspace.display().to_string(),
+            read_roots: binding
+                .read_roots
+                .iter()
+                .map(|root| root.display().to_string())
+                .collect(),
+        }),
+        runner_state: metadata.runner_state.map(runner_state),
+        archived: metadata.archived,
+        created_at: rfc3339(metadata.created_at),
+        updated_at: rfc3339(metadata.updated_at),
+    }
+}
+
+pub(crate) fn tool_spec(tool: ExternalToolSpec) -> ToolSpec {
+    ToolSpec {
+        name: tool.name,
+        description: tool.description,
+        parameters: tool.parameters,
+    }
+}
+
+pub(crate) fn runner_state(state: RunnerSessionState) -> protocol::RunnerState {
+    protocol::RunnerState {
+        provider_id: state.provider_id,
+        session_id: state.session_id,
+        destination_id: state.destination_id,
+        snapshot: state.snapshot.map(|snapshot| protocol::RunnerSnapshot {
+            provider_id: snapshot.provider_id,
+            snapshot_id: snapshot.snapshot_id,
+            metadata: snapshot.metadata,
+        }),
+        metadata: state.metadata,
+    }
+}
+
+pub(crate) fn capabilities(capabilities: RunnerCapabilities) -> protocol::RunnerCapabilities {
+    protocol::RunnerCapabilities {
+        command_exec: capabilities.command_exec,
+        file_read: capabilities.file_read,
+        file_write: capabilities.file_write,
+        port_preview: capabilities.port_preview,
+        snapshots: capabilities.snapshots,
+        cancellation: capabilities.cancellation,
+        artifact_export: capabilities.artifact_export,
+        pausable: capabilities.pausable,
+        detachable: capabilities.detachable,
+        mounts: protocol::RunnerMountCapabilities {
+            s3: capabilities.mounts.s3,
+            gcs: capabilities.mounts.gcs,
+            r2: capabilities.mounts.r2,
+            azure_blob: capabilities.mounts.azure_blob,
+            box_storage: capabilities.mounts.box_storage,
+            provider_native: capabilities.mounts.provider_native,
+        },
+    }
+}
+
+pub(crate) fn workdir_info(info: workdir::WorkdirInfo) -> protocol::WorkdirInfo {
+    protocol::WorkdirInfo {
+        id: info.id,
+        status: match info.status {
+            workdir::WorkdirStatus::Active => protocol::WorkdirStatus::Active,
+            workdir::WorkdirStatus::CleanupPending => protocol::WorkdirStatus::CleanupPending,
+            workdir::WorkdirStatus::Corrupted => protocol::WorkdirStatus::Corrupted,
+            workdir::WorkdirStatus::NotFound => protocol::WorkdirStatus::NotFound,
+        },
+        checkout: info.checkout.display().to_string(),
+        repository: info.repository.display().to_string(),
+        selector: info.selector,
+        base_commit: info.base_commit,
+        base_tree: info.base_tree,
+        cleanliness: info.cleanliness.map(|cleanliness| match cleanliness {
+            workdir::Cleanliness::Clean => protocol::Cleanliness::Clean,
+            workdir::Cleanliness::Dirty => protocol::Cleanliness::Dirty,
+        }),
+        head_commit: info.head_commit,
+        branch: info.branch,
+        primary_thread_id: info.primary_thread_id,
+        created_at: rfc3339(info.created_at),
+    }
+}
+
+pub(crate) fn workdir_request(params: protocol::WorkdirsCreateParams) -> workdir::WorkdirRequest {
+    workdir::WorkdirRequest {
+        repository: params.repository.into(),
+        selector: params.selector,
+        id: params.id,
+    }
+}
+
+pub(crate) fn workdir_claim(params: protocol::WorkdirClaimParams) -> workdir::WorkdirClaim {
+    workdir::WorkdirClaim {
+        id: params.id,
+        relative_cwd: params.relative_cwd.map(Into::into),
+    }
+}

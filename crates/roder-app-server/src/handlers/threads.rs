@@ -1,0 +1,320 @@
+//! `thread/*`.
+
+use roder_api::thread::ThreadMetadata;
+use roder_core::{CreateThreadRequest, RuntimeError, ThreadRunnerSelection};
+use serde_json::Value;
+
+use crate::connection::Context;
+use crate::convert;
+use crate::error::RpcError;
+use crate::protocol::{
+    ThreadEventsParams, ThreadEventsResult, ThreadIdParams, ThreadListParams, ThreadListResult,
+    ThreadReadResult, ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadStartParams,
+    ThreadUnsubscribeResult, WorkdirSelection,
+};
+
+const DEFAULT_LIST_LIMIT: u32 = 50;
+const MAX_LIST_LIMIT: u32 = 500;
+const DEFAULT_EVENTS_LIMIT: u32 = 500;
+const MAX_EVENTS_LIMIT: u32 = 5000;
+
+pub(crate) async fn start(
+    context: &Context,
+    params: ThreadStartParams,
+) -> Result<ThreadResult, RpcError> {
+    let runtime = &context.runtime;
+    let workspace = match params.workspace {
+        Some(workspace) => workspace,
+        None => match runtime.config().workspace.clone() {
+            Some(workspace) => workspace,
+            None => std::env::current_dir()
+                .map_err(|error| RpcError::internal(format!("no current directory: {error}")))?
+                .display()
+                .to_string(),
+        },
+    };
+    let mut request = CreateThreadRequest::in_workspace(workspace);
+    request.title = params.title;
+    request.provider = params.provider;
+    request.model = params.model;
+    request.tool_allowlist = params.tool_allowlist;
+    request.developer_instructions = params.developer_instructions;
+    request.external_tools = params
+        .external_tools
+        .into_iter()
+        .map(convert::tool_spec)
+        .collect();
+    request.runner = params.runner.map(|runner| ThreadRunnerSelection {
+        provider_id: runner.provider_id,
+        // Providers read their config as an object; absent means "defaults".
+        config: match runner.config {
+            Value::Null => Value::Object(Default::default()),
+            config => config,
+        },
+        workspace: runner.workspace,
+        read_roots: runner.read_roots,
+    });
+    let created = match params.workdir {
+        Some(_) if request.runner.is_some() => {
+            return Err(RpcError::invalid_params(
+                "thread/start",
+                "workdir",
+                "give either runner or workdir, not both (a working directory brings its own runner)",
+            ));
+        }
+        Some(WorkdirSelection::Request(workdir)) => {
+            runtime
+                .create_thread_in_workdir(
+                    request,
+                    roder_core::WorkdirSelection::Materialize(convert::workdir_request(workdir)),
+                )
+                .await
+        }
+        Some(WorkdirSelection::Claim(claim)) => {
+            runtime
+                .create_thread_in_workdir(
+                    request,
+                    roder_core::WorkdirSelection::Claim(convert::workdir_claim(claim)),
+                )
+                .await
+        }
+        None => runtime.create_thread_with(request).await,
+    };
+    let metadata = created.map_err(RpcError::from_runtime)?;
+    context
+        .subscriptions
+        .subscribe(&metadata.thread_id, 0)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadResult {
+        thread: convert::thread_info(metadata),
+    })
+}
+
+pub(crate) async fn resume(
+    context: &Context,
+    params: ThreadResumeParams,
+) -> Result<ThreadResumeResult, RpcError> {
+    let last_seq = context
+        .subscriptions
+        .subscribe(&params.thread_id, params.after_seq)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    let (metadata, _) = load(context, &params.thread_id).await?;
+    Ok(ThreadResumeResult {
+        thread: convert::thread_info(metadata),
+        last_seq,
+    })
+}
+
+pub(crate) async fn unsubscribe(
+    context: &Context,
+    params: ThreadIdParams,
+) -> Result<ThreadUnsubscribeResult, RpcError> {
+    let was_subscribed = context
+        .subscriptions
+        .unsubscribe(&params.thread_id)
+        .await
+        .map_err(RpcError::internal)?;
+    Ok(ThreadUnsubscribeResult { was_subscribed })
+}
+
+pub(crate) async fn read(
+    context: &Context,
+    params: ThreadIdParams,
+) -> Result<ThreadReadResult, RpcError> {
+    let (metadata, last_seq) = load(context, &params.thread_id).await?;
+    let running_turn_id = context
+        .runtime
+        .running_turn(&params.thread_id)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadReadResult {
+        thread: convert::thread_info(metadata),
+        last_seq,
+        running_turn_id,
+    })
+}
+
+pub(crate) async fn list(
+    context: &Context,
+    params: ThreadListParams,
+) -> Result<ThreadListResult, RpcError> {
+    let limit = page_limit(
+        "thread/list",
+        params.limit,
+        DEFAULT_LIST_LIMIT,
+        MAX_LIST_LIMIT,
+    )?;
+    let after = params
+        .cursor
+        .as_deref()
+        .map(ListCursor::parse)
+        .transpose()?;
+    let mut threads: Vec<ThreadMetadata> = context
+        .runtime
+        .list_threads()
+        .await
+        .map_err(RpcError::from_runtime)?
+        .into_iter()
+        .filter(|thread| params.include_archived || !thread.archived)
+        .collect();
+    // A total order (newest first, ties by id) so a cursor is a position.
+    threads.sort_by(|a, b| ListCursor::of(a).cmp(&ListCursor::of(b)));
+    let start = match &after {
+        Some(after) => threads.partition_point(|thread| ListCursor::of(thread) <= *after),
+        None => 0,
+    };
+    let page: Vec<ThreadMetadata> = threads.drain(start..).take(limit + 1).collect();
+    let has_more = page.len() > limit;
+    let page: Vec<ThreadMetadata> = page.into_iter().take(limit).collect();
+    let next_cursor = has_more
+        .then(|| page.last().map(|thread| ListCursor::of(thread).encode()))
+        .flatten();
+    Ok(ThreadListResult {
+        threads: page.into_iter().map(convert::thread_info).collect(),
+        next_cursor,
+    })
+}
+
+pub(crate) async fn events(
+    context: &Context,
+    params: ThreadEventsParams,
+) -> Result<ThreadEventsResult, RpcError> {
+    let limit = page_limit(
+        "thread/events",
+        params.limit,
+        DEFAULT_EVENTS_LIMIT,
+        MAX_EVENTS_LIMIT,
+    )?;
+    let page = context
+        .runtime
+        .read_thread_events(&params.thread_id, params.cursor)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    let has_more = page.events.len() > limit;
+    let events: Vec<_> = page
+        .events
+        .iter()
+        .take(limit)
+        .map(convert::thread_event)
+        .collect();
+    let next_cursor = events.last().map_or(params.cursor, |event| event.seq);
+    Ok(ThreadEventsResult {
+        events,
+        next_cursor,
+        has_more,
+    })
+}
+
+pub(crate) async fn archive(
+    context: &Context,
+    params: ThreadIdParams,
+) -> Result<ThreadResult, RpcError> {
+    let metadata = context
+        .runtime
+        .archive_thread(&params.thread_id)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadResult {
+        thread: convert::thread_info(metadata),
+    })
+}
+
+/// A thread's metadata and last seq.
+async fn load(context: &Context, thread_id: &str) -> Result<(ThreadMetadata, u64), RpcError> {
+    let not_found =
+        || RpcError::from_runtime(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
+    let snapshot = context
+        .runtime
+        .load_thread(thread_id)
+        .await
+        .map_err(RpcError::from_runtime)?
+        .ok_or_else(not_found)?;
+    let last_seq = snapshot.last_seq();
+    let metadata = snapshot.metadata.ok_or_else(not_found)?;
+    Ok((metadata, last_seq))
+}
+
+fn page_limit(method: &str, limit: Option<u32>, default: u32, max: u32) -> Result<usize, RpcError> {
+    match limit.unwrap_or(default) {
+        0 => Err(RpcError::invalid_params(
+            method,
+            "limit",
+            "must be at least 1",
+        )),
+        limit if limit > max => Err(RpcError::invalid_params(
+            method,
+            "limit",
+            format!("{limit} is more than the maximum of {max}"),
+        )),
+        limit => Ok(limit as usize),
+    }
+}
+
+/// Position in the thread list: newest first, ties by id. Encoded as
+/// `<updated_at unix nanos>:<thread id>`; opaque to clients.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ListCursor {
+    newest_first: std::cmp::Reverse<i128>,
+    thread_id: String,
+}
+
+impl ListCursor {
+    fn of(thread: &ThreadMetadata) -> Self {
+        Self {
+            newest_first: std::cmp::Reverse(thread.updated_at.unix_timestamp_nanos()),
+            thread_id: thread.thread_id.clone(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        format!("{}:{}", self.newest_first.0, self.thread_id)
+    }
+
+    fn parse(cursor: &str) -> Result<Self, RpcError> {
+        let invalid = || {
+            RpcError::invalid_params(
+                "thread/list",
+                "cursor",
+                format!("\"{cursor}\" is not a cursor this server returned"),
+            )
+        };
+        let (nanos, thread_id) = cursor.split_once(':').ok_or_else(invalid)?;
+        let nanos: i128 = nanos.parse().map_err(|_| invalid())?;
+        Ok(Self {
+            newest_first: std::cmp::Reverse(nanos),
+            thread_id: thread_id.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_cursors_round_trip_and_order_newest_first() {
+        let older = ListCursor {
+            newest_first: std::cmp::Reverse(10),
+            thread_id: "b".into(),
+        };
+        let newer = ListCursor {
+            newest_first: std::cmp::Reverse(20),
+            thread_id: "a".into(),
+        };
+        assert!(newer < older);
+        assert_eq!(ListCursor::parse(&older.encode()).unwrap(), older);
+        assert!(ListCursor::parse("garbage").is_err());
+    }
+
+    #[test]
+    fn page_limits_are_bounded() {
+        assert_eq!(page_limit("m", None, 50, 500).unwrap(), 50);
+        assert_eq!(
+            page_limit("m", Some(0), 50, 500).unwrap_err().data,
+            Some(serde_json::json!({"field": "limit"}))
+        );
+        assert!(page_limit("m", Some(501), 50, 500).is_err());
+    }
+}

@@ -1,0 +1,49 @@
+//! `turn/*`.
+
+use roder_api::inference;
+use roder_core::StartTurnRequest;
+
+use crate::connection::Context;
+use crate::error::RpcError;
+use crate::protocol::{
+    Empty, ReasoningEffort, TurnInterruptParams, TurnStartParams, TurnStartResult,
+};
+
+pub(crate) async fn start(
+    context: &Context,
+    params: TurnStartParams,
+) -> Result<TurnStartResult, RpcError> {
+    let mut request = StartTurnRequest::new(params.thread_id, params.message);
+    request.images = params.images;
+    request.provider_override = params.provider;
+    request.model_override = params.model;
+    request.reasoning_override = params.reasoning.map(|effort| match effort {
+        ReasoningEffort::Minimal => inference::ReasoningEffort::Minimal,
+        ReasoningEffort::Low => inference::ReasoningEffort::Low,
+        ReasoningEffort::Medium => inference::ReasoningEffort::Medium,
+        ReasoningEffort::High => inference::ReasoningEffort::High,
+    });
+    request.workspace = params.workspace.unwrap_or_default();
+    if let Some(instructions) = params.instructions {
+        request.instructions = instructions;
+    }
+    request.developer_context = params.developer_context;
+    let turn_id = context
+        .runtime
+        .start_turn(request)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(TurnStartResult { turn_id })
+}
+
+pub(crate) async fn interrupt(
+    context: &Context,
+    params: TurnInterruptParams,
+) -> Result<Empty, RpcError> {
+    context
+        .runtime
+        .interrupt_turn(&params.thread_id, &params.turn_id)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(Empty {})
+}

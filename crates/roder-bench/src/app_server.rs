@@ -1,0 +1,316 @@
+//! `app-server`: 100 concurrent WebSocket clients on 127.0.0.1, each
+//! starting a thread and a scripted turn of a few tool calls through
+//! `roder-app-server`. Every client then reads its thread's log with
+//! `thread/events` and checks it received every event as a notification.
+//!
+//! Figures: `events_per_s` (notifications delivered to all clients per
+//! second of the turns' wall time) and `event_latency_p95_ms` (notification
+//! receive time minus the event's timestamp, over every event).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use roder_api::extension::{ExtensionRegistryBuilder, InferenceEngineId};
+use roder_api::inference::{
+    AgentInferenceRequest, CompletionMetadata, InferenceCapabilities, InferenceEngine,
+    InferenceEvent, InferenceEventStream, InferenceProviderContext, InferenceTurnContext,
+    MessageDelta, ModelDescriptor, ToolCallCompleted,
+};
+use roder_api::transcript::TranscriptItem;
+use roder_app_server::{WsServerConfig, bind_ws};
+use roder_core::{Runtime, RuntimeConfig};
+use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::figure::{median, print};
+
+const CLIENTS: usize = 100;
+const TOOL_CALLS: usize = 3;
+/// The whole run is bounded: a stuck client fails the bench, never hangs it.
+const BOUND: Duration = Duration::from_secs(120);
+
+pub async fn run() -> anyhow::Result<()> {
+    tokio::time::timeout(BOUND, measure())
+        .await
+        .map_err(|_| anyhow::anyhow!("app-server bench did not finish within {BOUND:?}"))?
+}
+
+async fn measure() -> anyhow::Result<()> {
+    let workspace = tempfile::tempdir()?;
+    let store = tempfile::tempdir()?;
+    tokio::fs::write(workspace.path().join("README.md"), "bench\n").await?;
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(Arc::new(ToolsThenAnswer { calls: TOOL_CALLS }));
+    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+        base_path: store.path().to_path_buf(),
+    }));
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
+        workspace.path(),
+    )?);
+    let runtime = Arc::new(Runtime::new(
+        builder.build()?,
+        RuntimeConfig {
+            workspace: Some(workspace.path().display().to_string()),
+            ..RuntimeConfig::default()
+        },
+    )?);
+    // Loopback only (the default listen address).
+    let server = bind_ws(runtime, WsServerConfig::default()).await?;
+    let addr = server.local_addr();
+    anyhow::ensure!(addr.ip().is_loopback(), "the bench must stay on loopback");
+    let server = tokio::spawn(server.serve());
+
+    let start_line = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|_| tokio::spawn(one_client(addr, start_line.clone())))
+        .collect();
+    let mut runs = Vec::with_capacity(CLIENTS);
+    for client in clients {
+        runs.push(client.await??);
+    }
+    server.abort();
+
+    let first_start = runs.iter().map(|run| run.started).min();
+    let last_end = runs.iter().map(|run| run.ended).max();
+    let wall = match (first_start, last_end) {
+        (Some(start), Some(end)) => end.duration_since(start).as_secs_f64(),
+        _ => anyhow::bail!("no client ran"),
+    };
+    let events: usize = runs.iter().map(|run| run.turn_events).sum();
+    let lost: usize = runs.iter().map(|run| run.lost).sum();
+    anyhow::ensure!(lost == 0, "{lost} events were persisted but never notified");
+    let mut latencies: Vec<f64> = runs.into_iter().flat_map(|run| run.latencies_ms).collect();
+    let p95 = percentile(&mut latencies, 0.95);
+    let max = latencies.last().copied().unwrap_or(0.0);
+    let p50 = median(&mut latencies);
+    let context = json!({
+        "clients": CLIENTS, "tool_calls_per_turn": TOOL_CALLS, "events": events,
+        "lost": lost, "wall_s": wall, "latency_p50_ms": p50, "latency_max_ms": max,
+        "transport": "websocket 127.0.0.1",
+    });
+    print(
+        "app-server",
+        "events_per_s",
+        events as f64 / wall,
+        "events/s",
+        context.clone(),
+    );
+    print("app-server", "event_latency_p95_ms", p95, "ms", context);
+    Ok(())
+}
+
+struct ClientRun {
+    started: Instant,
+    ended: Instant,
+    /// Notifications received during the turn.
+    turn_events: usize,
+    latencies_ms: Vec<f64>,
+    /// Persisted events that never arrived as notifications.
+    lost: usize,
+}
+
+async fn one_client(
+    addr: SocketAddr,
+    start_line: Arc<tokio::sync::Barrier>,
+) -> anyhow::Result<ClientRun> {
+    let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/")).await?;
+    let mut client = RpcClient {
+        socket,
+        next_id: 1,
+        notified: Vec::new(),
+        latencies_ms: Vec::new(),
+    };
+    client.request("initialize", json!({})).await?;
+    let thread = client.request("thread/start", json!({})).await?;
+    let thread_id = thread["thread"]["threadId"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("thread/start returned no thread id"))?
+        .to_string();
+    let before_turn = client.notified.len();
+    client.latencies_ms.clear();
+    start_line.wait().await;
+
+    let started = Instant::now();
+    client
+        .request(
+            "turn/start",
+            json!({"threadId": thread_id, "message": "read the readme a few times"}),
+        )
+        .await?;
+    client.until_turn_ends().await?;
+    let ended = Instant::now();
+
+    let page = client
+        .request(
+            "thread/events",
+            json!({"threadId": thread_id, "cursor": 0, "limit": 5000}),
+        )
+        .await?;
+    let persisted: Vec<u64> = page["events"]
+        .as_array()
+        .map(|events| events.iter().filter_map(|e| e["seq"].as_u64()).collect())
+        .unwrap_or_default();
+    let lost = persisted
+        .iter()
+        .filter(|seq| !client.notified.contains(seq))
+        .count();
+    anyhow::ensure!(
+        client.notified == persisted,
+        "notifications {:?} differ from the log {persisted:?}",
+        client.notified
+    );
+    Ok(ClientRun {
+        started,
+        ended,
+        turn_events: client.notified.len() - before_turn,
+        latencies_ms: client.latencies_ms,
+        lost,
+    })
+}
+
+struct RpcClient {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+    /// Seqs of the `thread/event` notifications received, in order.
+    notified: Vec<u64>,
+    latencies_ms: Vec<f64>,
+}
+
+impl RpcClient {
+    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.socket.send(Message::text(request.to_string())).await?;
+        loop {
+            let message = self.next().await?;
+            if message["id"] == id {
+                if let Some(error) = message.get("error") {
+                    anyhow::bail!("{method} failed: {error}");
+                }
+                return Ok(message["result"].clone());
+            }
+        }
+    }
+
+    async fn until_turn_ends(&mut self) -> anyhow::Result<()> {
+        loop {
+            let message = self.next().await?;
+            match message["params"]["event"]["type"].as_str() {
+                Some("turn_completed") => return Ok(()),
+                Some("turn_failed") => anyhow::bail!("turn failed: {message}"),
+                _ => {}
+            }
+        }
+    }
+
+    /// The next message; notifications are recorded with their latency.
+    async fn next(&mut self) -> anyhow::Result<Value> {
+        loop {
+            let frame = self
+                .socket
+                .next()
+                .await
+                .ok_or_else(|| anyhow::anyhow!("the server closed the connection"))??;
+            let received = OffsetDateTime::now_utc();
+            let Message::Text(text) = frame else { continue };
+            let message: Value = serde_json::from_str(text.as_str())?;
+            if message["method"] == "thread/event" {
+                let params = &message["params"];
+                let emitted = params["timestamp"]
+                    .as_str()
+                    .ok_or_else(|| anyhow::anyhow!("notification without timestamp"))?;
+                let emitted = OffsetDateTime::parse(emitted, &Rfc3339)?;
+                self.latencies_ms
+                    .push((received - emitted).as_seconds_f64() * 1000.0);
+                self.notified.push(params["seq"].as_u64().unwrap_or(0));
+            }
+            return Ok(message);
+        }
+    }
+}
+
+/// The `fraction` percentile of `samples` (which it sorts), nearest rank.
+fn percentile(samples: &mut [f64], fraction: f64) -> f64 {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let rank = (fraction * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+/// A model that calls `read_file` `calls` times, then answers. It decides
+/// from the request's transcript, so concurrent turns never share a script.
+struct ToolsThenAnswer {
+    calls: usize,
+}
+
+#[async_trait::async_trait]
+impl InferenceEngine for ToolsThenAnswer {
+    fn id(&self) -> InferenceEngineId {
+        roder_api::catalog::PROVIDER_MOCK.to_string()
+    }
+
+    fn capabilities(&self) -> InferenceCapabilities {
+        InferenceCapabilities::coding_agent_default()
+    }
+
+    async fn list_models(
+        &self,
+        _ctx: InferenceProviderContext<'_>,
+    ) -> anyhow::Result<Vec<ModelDescriptor>> {
+        Ok(vec![ModelDescriptor {
+            id: "mock".to_string(),
+            display_name: None,
+            context_window: None,
+        }])
+    }
+
+    async fn stream_turn(
+        &self,
+        _ctx: InferenceTurnContext<'_>,
+        request: AgentInferenceRequest,
+    ) -> anyhow::Result<InferenceEventStream> {
+        let done = request
+            .transcript
+            .iter()
+            .rev()
+            .take_while(|item| !matches!(item, TranscriptItem::UserMessage { .. }))
+            .filter(|item| matches!(item, TranscriptItem::ToolResult { .. }))
+            .count();
+        let (event, stop) = if done < self.calls {
+            (
+                InferenceEvent::ToolCallCompleted(ToolCallCompleted {
+                    id: format!("call-{done}"),
+                    name: "read_file".to_string(),
+                    arguments: r#"{"path":"README.md"}"#.to_string(),
+                }),
+                "tool_calls",
+            )
+        } else {
+            (
+                InferenceEvent::MessageDelta(MessageDelta {
+                    text: "read it".to_string(),
+                    phase: None,
+                }),
+                "stop",
+            )
+        };
+        let events = vec![
+            Ok(event),
+            Ok(InferenceEvent::Completed(CompletionMetadata {
+                stop_reason: Some(stop.to_string()),
+                provider_response_id: None,
+            })),
+        ];
+        Ok(futures::stream::iter(events).boxed())
+    }
+}
