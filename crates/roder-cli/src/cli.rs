@@ -27,10 +27,17 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Run one non-interactive turn: progress on stderr, the answer on stdout.
     Exec(ExecArgs),
+    /// Serve the runtime over JSON-RPC: stdio by default, WebSocket with --listen.
+    AppServer(AppServerArgs),
     /// Saved threads.
     Threads {
         #[command(subcommand)]
         command: ThreadsCommand,
+    },
+    /// Runner sandboxes.
+    Runners {
+        #[command(subcommand)]
+        command: RunnersCommand,
     },
     /// The effective configuration.
     Config {
@@ -60,12 +67,33 @@ pub struct ExecArgs {
     pub deadline: Option<u64>,
 }
 
+#[derive(Debug, Args)]
+pub struct AppServerArgs {
+    /// Listen for WebSocket clients here (e.g. 127.0.0.1:0; port 0 picks one
+    /// and prints the address) instead of serving stdio.
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Environment variable holding the bearer token clients must present;
+    /// required to listen on a non-loopback address.
+    #[arg(long)]
+    pub token_env: Option<String>,
+    /// The local workspace of threads started without one.
+    #[arg(long, short = 'C')]
+    pub workspace: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ThreadsCommand {
     /// Every saved thread, most recent first.
     List,
     /// One thread's conversation.
     Show { thread_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunnersCommand {
+    /// Remove Roder's docker containers whose thread no longer exists.
+    Gc,
 }
 
 #[derive(Debug, Subcommand)]

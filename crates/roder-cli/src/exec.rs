@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use roder_api::events::EventEnvelope;
 use roder_api::inference::RuntimeProfile;
@@ -25,10 +26,21 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
     let deadline = args.deadline;
-    let runtime = wiring::runtime(settings, &workspace, |config| {
+    let wired = wiring::runtime(settings, &workspace, |config| {
         config.runtime_profile = RuntimeProfile::NonInteractive;
         config.turn_deadline_seconds = deadline;
     })?;
+    let outcome = run_turn(settings, &args, &wired.runtime, &workspace).await;
+    wired.shutdown().await;
+    outcome
+}
+
+async fn run_turn(
+    settings: &Settings,
+    args: &ExecArgs,
+    runtime: &Arc<Runtime>,
+    workspace: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
     // Subscribed first, so a new thread's ThreadCreated is seen too.
     let mut events = runtime.subscribe_events();
     let thread_id = match &args.thread {
@@ -41,7 +53,7 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
             }
             thread_id.clone()
         }
-        None => create_thread(&runtime, settings, &args, &workspace).await?,
+        None => create_thread(runtime, settings, args, workspace).await?,
     };
     let mut request = StartTurnRequest::new(&thread_id, &args.prompt);
     request.workspace = workspace.display().to_string();

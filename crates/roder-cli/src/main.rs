@@ -2,10 +2,12 @@
 //! or serve the runtime to other programs.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod app_server_cmd;
 mod cli;
 mod config;
 mod exec;
 mod progress;
+mod runners_cmd;
 mod threads_cmd;
 mod wiring;
 
@@ -13,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, ThreadsCommand};
+use crate::cli::{Cli, Command, ConfigCommand, RunnersCommand, ThreadsCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -48,12 +50,16 @@ fn main() -> ExitCode {
 async fn run(command: Command, settings: config::Settings) -> anyhow::Result<ExitCode> {
     match command {
         Command::Exec(args) => exec::run(&settings, args).await,
+        Command::AppServer(args) => app_server_cmd::run(&settings, args).await,
         Command::Threads {
             command: ThreadsCommand::List,
         } => threads_cmd::list(&settings).await,
         Command::Threads {
             command: ThreadsCommand::Show { thread_id },
         } => threads_cmd::show(&settings, &thread_id).await,
+        Command::Runners {
+            command: RunnersCommand::Gc,
+        } => runners_cmd::gc(&settings).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => {

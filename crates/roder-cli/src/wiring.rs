@@ -10,18 +10,35 @@ use roder_core::{Runtime, RuntimeConfig};
 use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine};
 use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
+use roder_ext_runner_docker::DockerRunnerProvider;
 use roder_ext_runner_git_worktree::{GitWorktreeMaterializer, GitWorktreeRunnerProvider};
 use roder_ext_runner_sprites::SpritesRunnerProvider;
 use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
 
 use crate::config::{ProviderEntry, ProviderKind, Settings};
 
+/// A runtime and the providers the CLI talks to directly.
+pub struct Wired {
+    pub runtime: Arc<Runtime>,
+    pub docker: Arc<DockerRunnerProvider>,
+}
+
+impl Wired {
+    /// Removes warm-pool containers nobody claimed; call before exiting.
+    pub async fn shutdown(&self) {
+        if let Err(error) = self.docker.shutdown_pool().await {
+            tracing::warn!("could not remove the docker warm pool: {error:#}");
+        }
+    }
+}
+
 /// A runtime for `workspace`, with `adjust` applied to its config.
 pub fn runtime(
     settings: &Settings,
     workspace: &Path,
     adjust: impl FnOnce(&mut RuntimeConfig),
-) -> anyhow::Result<Arc<Runtime>> {
+) -> anyhow::Result<Wired> {
+    let docker = Arc::new(DockerRunnerProvider::default());
     let mut builder = ExtensionRegistryBuilder::new();
     for (name, entry) in &settings.providers {
         builder.inference_engine(engine(name, entry)?);
@@ -32,6 +49,7 @@ pub fn runtime(
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
     builder.remote_runner_provider(Arc::new(SpritesRunnerProvider::default()));
+    builder.remote_runner_provider(docker.clone());
     builder.remote_runner_provider(Arc::new(GitWorktreeRunnerProvider::new(
         settings.worktrees_dir(),
     )));
@@ -45,7 +63,10 @@ pub fn runtime(
         ..RuntimeConfig::default()
     };
     adjust(&mut config);
-    Ok(Arc::new(Runtime::new(builder.build()?, config)?))
+    Ok(Wired {
+        runtime: Arc::new(Runtime::new(builder.build()?, config)?),
+        docker,
+    })
 }
 
 fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn InferenceEngine>> {

@@ -31,6 +31,7 @@ use crate::runner::execution_lock::{local_key, session_key};
 use crate::runner::lease::LeaseGuard;
 use crate::runtime::Runtime;
 use crate::turn::plan::{TurnPlan, TurnWorkspace};
+use crate::turn::round::cancellable;
 
 /// A tool's result and whether it ran on this host.
 pub(crate) struct RoutedResult {
@@ -131,9 +132,13 @@ async fn on_runner(
     tool_call: ToolCall,
     binding: &ThreadRunnerBinding,
 ) -> anyhow::Result<ToolResult> {
-    let session = runtime
-        .runner_session(&plan.thread, &binding.destination)
-        .await?;
+    // Provisioning runs on its own task; an interrupted turn stops waiting
+    // for it without stranding it.
+    let session = cancellable(
+        &plan.active.cancellation,
+        runtime.runner_session(&plan.thread, &binding.destination),
+    )
+    .await?;
     let state = session.state();
     let _serial = runtime
         .execution_locks
@@ -221,7 +226,7 @@ async fn external(
             }),
         )
         .await?;
-    let resolution = pending.wait().await?;
+    let resolution = cancellable(&plan.active.cancellation, pending.wait()).await?;
     runtime
         .bus
         .emit(

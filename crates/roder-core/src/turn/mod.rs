@@ -10,5 +10,5 @@
 mod driver;
 pub(crate) mod plan;
 mod record;
-mod round;
+pub(crate) mod round;
 mod start;

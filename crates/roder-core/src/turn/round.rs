@@ -180,10 +180,11 @@ async fn request_model(
         reliability: &runtime.config.reliability,
         cancellation: &plan.active.cancellation,
     };
-    let mut stream = plan.engine.stream_turn(ctx, request).await?;
+    let cancellation = &plan.active.cancellation;
+    let mut stream = cancellable(cancellation, plan.engine.stream_turn(ctx, request)).await?;
     let mut response = ModelResponse::default();
     let mut completed = false;
-    while let Some(event) = stream.next().await {
+    while let Some(event) = cancellable(cancellation, async { Ok(stream.next().await) }).await? {
         match event? {
             InferenceEvent::MessageDelta(delta) => {
                 response.text.push_str(&delta.text);
@@ -311,4 +312,17 @@ async fn append(
         }),
     )
     .await
+}
+
+/// Runs `work` unless the turn is cancelled first: a model that stops
+/// streaming must not hold an interrupted turn for its grace period.
+pub(crate) async fn cancellable<T>(
+    cancellation: &tokio_util::sync::CancellationToken,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::select! {
+        biased;
+        _ = cancellation.cancelled() => anyhow::bail!("the turn was cancelled"),
+        result = work => result,
+    }
 }
