@@ -1,68 +1,16 @@
 //! Engine configuration: which server, which key, which API version, how
 //! many tokens an answer may take.
 //!
-//! The key is looked up when a request is made, not when the engine is
-//! built, so a key exported after start-up works and no key ends up in a
-//! persisted config or a log line.
+//! The key ([`ApiKeySource`]) is looked up when a request is made, not when
+//! the engine is built, so a key exported after start-up works and no key
+//! ends up in a persisted config or a log line.
 
-use std::fmt;
 use std::time::Duration;
 
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use roder_api::inference::ReasoningEffort;
+use roder_ext_inference_http::{ApiKeySource, ConnectionSettings, KeyHeader, ProviderConfig};
 use serde_json::{Map, Value};
-
-use crate::error::ProviderError;
-
-/// Where the engine's API key comes from.
-#[derive(Clone, PartialEq, Eq)]
-pub enum ApiKeySource {
-    /// No key and no `x-api-key` header (a gateway that adds its own).
-    None,
-    /// Read this environment variable at each request.
-    Env(String),
-    /// This key. For tests (which must not touch the process environment)
-    /// and for callers that fetch keys from elsewhere. Never printed.
-    Static(String),
-}
-
-impl ApiKeySource {
-    pub fn env(name: impl Into<String>) -> Self {
-        ApiKeySource::Env(name.into())
-    }
-
-    /// The environment variable a user should set, for error messages.
-    pub fn variable(&self) -> Option<&str> {
-        match self {
-            ApiKeySource::Env(name) => Some(name),
-            _ => None,
-        }
-    }
-
-    /// The key to send now; a missing or empty variable names itself.
-    pub(crate) fn resolve(&self, provider: &str) -> Result<Option<String>, ProviderError> {
-        match self {
-            ApiKeySource::None => Ok(None),
-            ApiKeySource::Static(key) => Ok(Some(key.clone())),
-            ApiKeySource::Env(name) => match std::env::var(name) {
-                Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
-                _ => Err(ProviderError::MissingApiKey {
-                    provider: provider.to_string(),
-                    variable: name.clone(),
-                }),
-            },
-        }
-    }
-}
-
-impl fmt::Debug for ApiKeySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ApiKeySource::None => f.write_str("None"),
-            ApiKeySource::Env(name) => f.debug_tuple("Env").field(name).finish(),
-            ApiKeySource::Static(_) => f.write_str("Static(<redacted>)"),
-        }
-    }
-}
 
 /// Configuration of an [`crate::AnthropicEngine`].
 #[derive(Debug, Clone, PartialEq)]
@@ -127,13 +75,6 @@ impl AnthropicConfig {
         self
     }
 
-    /// `{base_url}/v1/{path}`, whether or not `base_url` ends in `/v1`.
-    pub(crate) fn url(&self, path: &str) -> String {
-        let base = self.base_url.trim_end_matches('/');
-        let base = base.strip_suffix("/v1").unwrap_or(base);
-        format!("{base}/v1/{}", path.trim_start_matches('/'))
-    }
-
     /// The thinking budget for `effort`, or `None` when `max_tokens` leaves
     /// no room for the 1024-token minimum plus an answer.
     ///
@@ -153,6 +94,38 @@ impl AnthropicConfig {
     }
 }
 
+impl ProviderConfig for AnthropicConfig {
+    /// The key goes in `x-api-key`; the version is checked here so that a
+    /// typo is an error at start-up rather than at the first turn.
+    fn connection_settings(&self) -> anyhow::Result<ConnectionSettings> {
+        let version = HeaderValue::from_str(&self.version).map_err(|_| {
+            anyhow::anyhow!(
+                "provider \"{}\": invalid anthropic-version {:?}",
+                self.id,
+                self.version
+            )
+        })?;
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", version);
+        Ok(ConnectionSettings {
+            provider: self.id.clone(),
+            api_key: self.api_key.clone(),
+            key_header: KeyHeader::Named(HeaderName::from_static("x-api-key")),
+            headers,
+            extra_headers: self.extra_headers.clone(),
+            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        })
+    }
+
+    /// `{base_url}/v1/{path}`, whether or not `base_url` ends in `/v1`.
+    fn url(&self, path: &str) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        let base = base.strip_suffix("/v1").unwrap_or(base);
+        format!("{base}/v1/{}", path.trim_start_matches('/'))
+    }
+}
+
 impl Default for AnthropicConfig {
     fn default() -> Self {
         Self::anthropic()
@@ -168,17 +141,6 @@ mod tests {
         let config =
             AnthropicConfig::anthropic().with_api_key(ApiKeySource::Static("sk-ant-secret".into()));
         assert!(!format!("{config:?}").contains("sk-ant-secret"));
-    }
-
-    #[test]
-    fn a_missing_variable_names_itself() {
-        let error = ApiKeySource::env("RODER_TEST_SURELY_UNSET_ANTHROPIC_KEY")
-            .resolve("anthropic")
-            .unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "no API key for provider \"anthropic\": set the environment variable RODER_TEST_SURELY_UNSET_ANTHROPIC_KEY"
-        );
     }
 
     #[test]

@@ -11,15 +11,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use eventsource_stream::Event;
 use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
+use roder_ext_inference_http::{DecodeError, Decoder, Event, Progress, snippet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::sse::{DecodeError, Decoder, Progress, short};
 use crate::thinking::ThinkingCache;
 
 #[derive(Debug, Clone, Default)]
@@ -200,8 +199,9 @@ impl Decoder for MessagesDecoder {
         if data.is_empty() {
             return Ok(Progress::More);
         }
-        let parsed: StreamEvent = serde_json::from_str(data)
-            .map_err(|error| DecodeError::Malformed(format!("{error} in event {}", short(data))))?;
+        let parsed: StreamEvent = serde_json::from_str(data).map_err(|error| {
+            DecodeError::Malformed(format!("{error} in event {}", snippet(data)))
+        })?;
         match parsed {
             StreamEvent::MessageStart { message } => {
                 self.message_id = message.id;
@@ -394,7 +394,7 @@ mod tests {
     use roder_testkit::fake_models::MessagesStream;
 
     use super::*;
-    use crate::sse::decode_chunks;
+    use roder_ext_inference_http::decode_chunks;
 
     fn decode_at(
         decoder: MessagesDecoder,

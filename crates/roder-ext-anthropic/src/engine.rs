@@ -7,17 +7,17 @@ use roder_api::inference::{
     AgentInferenceRequest, InferenceCapabilities, InferenceEngine, InferenceEventStream,
     InferenceProviderContext, InferenceTurnContext, ModelDescriptor,
 };
+use roder_ext_inference_http::{Connection, Driver};
+use serde::Deserialize;
 
 use crate::config::AnthropicConfig;
-use crate::connection::Connection;
 use crate::decode::MessagesDecoder;
 use crate::request::build_body;
-use crate::sse::Driver;
 use crate::thinking::ThinkingCache;
 
 /// An [`InferenceEngine`] over the Anthropic Messages API.
 pub struct AnthropicEngine {
-    connection: Connection,
+    connection: Connection<AnthropicConfig>,
     /// Signed thinking blocks of this engine's recent responses.
     thinking: ThinkingCache,
 }
@@ -33,14 +33,22 @@ impl AnthropicEngine {
     }
 
     pub fn config(&self) -> &AnthropicConfig {
-        &self.connection.config
+        self.connection.config()
     }
+}
+
+/// One entry of `GET /v1/models`, first page of up to 1000 (more than
+/// exist).
+#[derive(Deserialize)]
+struct Model {
+    id: String,
+    display_name: Option<String>,
 }
 
 #[async_trait::async_trait]
 impl InferenceEngine for AnthropicEngine {
     fn id(&self) -> InferenceEngineId {
-        self.connection.config.id.clone()
+        self.connection.config().id.clone()
     }
 
     fn capabilities(&self) -> InferenceCapabilities {
@@ -54,7 +62,18 @@ impl InferenceEngine for AnthropicEngine {
         &self,
         ctx: InferenceProviderContext<'_>,
     ) -> anyhow::Result<Vec<ModelDescriptor>> {
-        self.connection.list_models(ctx).await
+        let models: Vec<Model> = self
+            .connection
+            .list_models("models?limit=1000", ctx.reliability)
+            .await?;
+        Ok(models
+            .into_iter()
+            .map(|model| ModelDescriptor {
+                id: model.id,
+                display_name: model.display_name,
+                context_window: None,
+            })
+            .collect())
     }
 
     async fn stream_turn(
@@ -62,7 +81,7 @@ impl InferenceEngine for AnthropicEngine {
         ctx: InferenceTurnContext<'_>,
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
-        let body = build_body(&request, &self.connection.config, &self.thinking);
+        let body = build_body(&request, self.connection.config(), &self.thinking);
         let exchange = self.connection.exchange(
             Method::POST,
             "messages",

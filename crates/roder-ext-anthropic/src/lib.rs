@@ -21,16 +21,13 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
-mod connection;
 mod decode;
 mod engine;
-mod error;
-mod http;
 mod request;
-mod retry;
-mod sse;
 mod thinking;
 
-pub use config::{AnthropicConfig, ApiKeySource};
+pub use config::AnthropicConfig;
 pub use engine::AnthropicEngine;
-pub use error::{ProviderError, is_retryable_status};
+// The HTTP plumbing is shared with the other engine crates; its public
+// names are re-exported so callers need not depend on it directly.
+pub use roder_ext_inference_http::{ApiKeySource, ProviderError, is_retryable_status};

@@ -1,67 +1,14 @@
 //! Engine configuration: which server, which key, which extra headers.
 //!
-//! The key is looked up when a request is made, not when the engine is
-//! built, so a key exported after start-up works and no key ends up in a
-//! persisted config or a log line.
+//! The key ([`ApiKeySource`]) is looked up when a request is made, not when
+//! the engine is built, so a key exported after start-up works and no key
+//! ends up in a persisted config or a log line.
 
-use std::fmt;
 use std::time::Duration;
 
+use reqwest::header::HeaderMap;
+use roder_ext_inference_http::{ApiKeySource, ConnectionSettings, KeyHeader, ProviderConfig};
 use serde_json::{Map, Value};
-
-use crate::error::ProviderError;
-
-/// Where an engine's API key comes from.
-#[derive(Clone, PartialEq, Eq)]
-pub enum ApiKeySource {
-    /// No key and no `Authorization` header: local servers (Ollama,
-    /// llama.cpp, vLLM without `--api-key`).
-    None,
-    /// Read this environment variable at each request.
-    Env(String),
-    /// This key. For tests (which must not touch the process environment)
-    /// and for callers that fetch keys from elsewhere. Never printed.
-    Static(String),
-}
-
-impl ApiKeySource {
-    pub fn env(name: impl Into<String>) -> Self {
-        ApiKeySource::Env(name.into())
-    }
-
-    /// The environment variable a user should set, for error messages.
-    pub fn variable(&self) -> Option<&str> {
-        match self {
-            ApiKeySource::Env(name) => Some(name),
-            _ => None,
-        }
-    }
-
-    /// The key to send now; a missing or empty variable names itself.
-    pub(crate) fn resolve(&self, provider: &str) -> Result<Option<String>, ProviderError> {
-        match self {
-            ApiKeySource::None => Ok(None),
-            ApiKeySource::Static(key) => Ok(Some(key.clone())),
-            ApiKeySource::Env(name) => match std::env::var(name) {
-                Ok(key) if !key.trim().is_empty() => Ok(Some(key.trim().to_string())),
-                _ => Err(ProviderError::MissingApiKey {
-                    provider: provider.to_string(),
-                    variable: name.clone(),
-                }),
-            },
-        }
-    }
-}
-
-impl fmt::Debug for ApiKeySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ApiKeySource::None => f.write_str("None"),
-            ApiKeySource::Env(name) => f.debug_tuple("Env").field(name).finish(),
-            ApiKeySource::Static(_) => f.write_str("Static(<redacted>)"),
-        }
-    }
-}
 
 /// Configuration shared by [`crate::OpenAiChatEngine`] and
 /// [`crate::OpenAiResponsesEngine`].
@@ -119,9 +66,23 @@ impl OpenAiConfig {
         self.extra_headers.push((name.into(), value.into()));
         self
     }
+}
+
+impl ProviderConfig for OpenAiConfig {
+    fn connection_settings(&self) -> anyhow::Result<ConnectionSettings> {
+        Ok(ConnectionSettings {
+            provider: self.id.clone(),
+            api_key: self.api_key.clone(),
+            key_header: KeyHeader::Bearer,
+            headers: HeaderMap::new(),
+            extra_headers: self.extra_headers.clone(),
+            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        })
+    }
 
     /// `base_url` + `path`, with exactly one slash between them.
-    pub(crate) fn url(&self, path: &str) -> String {
+    fn url(&self, path: &str) -> String {
         format!(
             "{}/{}",
             self.base_url.trim_end_matches('/'),
@@ -144,18 +105,6 @@ mod tests {
     fn static_keys_are_redacted_in_debug_output() {
         let config = OpenAiConfig::openai().with_api_key(ApiKeySource::Static("sk-secret".into()));
         assert!(!format!("{config:?}").contains("sk-secret"));
-    }
-
-    #[test]
-    fn a_missing_variable_names_itself() {
-        let source = ApiKeySource::env("RODER_TEST_SURELY_UNSET_KEY_VARIABLE");
-        let error = source.resolve("openai").unwrap_err();
-        let message = error.to_string();
-        assert!(
-            message.contains("RODER_TEST_SURELY_UNSET_KEY_VARIABLE"),
-            "{message}"
-        );
-        assert!(message.contains("\"openai\""), "{message}");
     }
 
     #[test]

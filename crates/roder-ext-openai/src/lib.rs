@@ -29,15 +29,13 @@
 
 mod chat;
 mod config;
-mod connection;
-mod error;
-mod http;
 mod ids;
+mod models;
 mod responses;
-mod retry;
-mod sse;
 
 pub use chat::OpenAiChatEngine;
-pub use config::{ApiKeySource, OpenAiConfig};
-pub use error::{ProviderError, is_retryable_status};
+pub use config::OpenAiConfig;
 pub use responses::OpenAiResponsesEngine;
+// The HTTP plumbing is shared with the other engine crates; its public
+// names are re-exported so callers need not depend on it directly.
+pub use roder_ext_inference_http::{ApiKeySource, ProviderError, is_retryable_status};

@@ -30,7 +30,6 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod command;
 mod config;
 mod export;
 mod git;
@@ -45,7 +44,6 @@ mod paths;
 mod provider;
 mod record;
 mod removal;
-mod running;
 mod session;
 mod source;
 

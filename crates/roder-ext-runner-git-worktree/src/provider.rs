@@ -3,12 +3,16 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use roder_api::remote_runner::{
     RemoteRunnerProvider, RemoteRunnerProviderId, RemoteRunnerSession, RunnerCapabilities,
-    RunnerDestination, RunnerMountCapabilities, RunnerSessionState,
+    RunnerDestination, RunnerSessionState,
 };
 use roder_api::workdir::WorkdirClaim;
+use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
+use roder_ext_runner_unix_local::provider_checks::{
+    destination_config, session_state, state_metadata,
+};
 
 use crate::config::WorktreeConfig;
 use crate::layout::Layout;
@@ -34,30 +38,13 @@ impl GitWorktreeRunnerProvider {
         }
     }
 
-    fn check_provider(provider_id: &str, what: &str) -> anyhow::Result<()> {
-        if provider_id != PROVIDER_ID {
-            bail!("{what} is for runner provider `{provider_id}`, not `{PROVIDER_ID}`");
-        }
-        Ok(())
-    }
-
     fn parse_destination(destination: &RunnerDestination) -> anyhow::Result<WorktreeConfig> {
-        Self::check_provider(
-            &destination.provider_id,
-            &format!("destination `{}`", destination.id),
+        let config = destination_config(
+            destination,
+            PROVIDER_ID,
+            "the worktree's checkout is the workspace",
         )?;
-        let manifest = &destination.default_manifest;
-        if !manifest.entries.is_empty() || !manifest.mounts.is_empty() {
-            bail!(
-                "destination `{}`: git-worktree does not support manifest entries or mounts; \
-                 the worktree's checkout is the workspace",
-                destination.id
-            );
-        }
-        WorktreeConfig::from_json(
-            &destination.config,
-            &format!("destination `{}` config", destination.id),
-        )
+        WorktreeConfig::from_json(config, &format!("destination `{}` config", destination.id))
     }
 
     /// Opens a session if the worktree is active and the working directory
@@ -76,20 +63,14 @@ impl GitWorktreeRunnerProvider {
             },
         )
         .await?;
-        let state = RunnerSessionState {
-            provider_id: PROVIDER_ID.to_string(),
-            session_id,
-            destination_id,
-            snapshot: None,
-            metadata: config.to_json(),
-        };
-        let checkout = claimed.info.checkout;
-        let cwd = claimed.cwd;
-        let session = tokio::task::spawn_blocking(move || {
-            GitWorktreeSession::open_blocking(state, config.worktree_id, &checkout, cwd)
-        })
-        .await
-        .context("session open task failed")??;
+        let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
+        let session = GitWorktreeSession::open(
+            state,
+            config.worktree_id,
+            &claimed.info.checkout,
+            claimed.cwd,
+        )
+        .await?;
         Ok(Arc::new(session))
     }
 }
@@ -100,18 +81,12 @@ impl RemoteRunnerProvider for GitWorktreeRunnerProvider {
         PROVIDER_ID.to_string()
     }
 
+    /// A unix-local session's, less port preview: sessions are unix-local
+    /// sessions wrapped to work in a worktree.
     fn capabilities(&self) -> RunnerCapabilities {
         RunnerCapabilities {
-            command_exec: true,
-            file_read: true,
-            file_write: true,
             port_preview: false,
-            snapshots: false,
-            cancellation: true,
-            artifact_export: false,
-            mounts: RunnerMountCapabilities::default(),
-            pausable: false,
-            detachable: false,
+            ..UnixLocalRunnerProvider::default().capabilities()
         }
     }
 
@@ -135,12 +110,8 @@ impl RemoteRunnerProvider for GitWorktreeRunnerProvider {
         &self,
         state: RunnerSessionState,
     ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
-        Self::check_provider(
-            &state.provider_id,
-            &format!("session `{}`", state.session_id),
-        )?;
         let config = WorktreeConfig::from_json(
-            &state.metadata,
+            state_metadata(&state, PROVIDER_ID)?,
             &format!("session `{}` state metadata", state.session_id),
         )?;
         self.open(config, state.session_id, state.destination_id)

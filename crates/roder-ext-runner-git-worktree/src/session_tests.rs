@@ -1,23 +1,22 @@
 //! The runner provider and its sessions against real worktrees and real
 //! processes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use roder_api::remote_runner::{
-    RemoteRunnerProvider, RemoteRunnerSession, RunnerCommandRequest, RunnerDestination,
-    RunnerFileReadRequest, RunnerFileWriteRequest, RunnerManifest, RunnerPortRequest,
-    RunnerSessionState,
+    RemoteRunnerProvider, RemoteRunnerSession, RunnerDestination, RunnerFileReadRequest,
+    RunnerFileWriteRequest, RunnerManifest, RunnerPortRequest, RunnerSessionState,
 };
 use roder_api::workdir::WorkdirMaterializer;
 use serde_json::{Value, json};
 
+use roder_ext_runner_unix_local::test_support::{
+    WAIT_LIMIT, read_pid, sh, start_announced, wait_dead,
+};
+
 use crate::test_support::{TestRepo, git, materialize, materializer};
 use crate::{GitWorktreeMaterializer, GitWorktreeRunnerProvider};
-
-/// A bound for waits on things the test observes (never a sleep-to-sync).
-const WAIT_LIMIT: Duration = Duration::from_secs(10);
 
 fn destination(config: Value) -> RunnerDestination {
     RunnerDestination {
@@ -30,17 +29,6 @@ fn destination(config: Value) -> RunnerDestination {
 
 fn provider_for(materializer: &GitWorktreeMaterializer) -> GitWorktreeRunnerProvider {
     GitWorktreeRunnerProvider::new(materializer.root().to_path_buf())
-}
-
-fn sh(id: &str, script: &str) -> RunnerCommandRequest {
-    RunnerCommandRequest {
-        command_id: id.to_string(),
-        program: "sh".to_string(),
-        args: vec!["-c".to_string(), script.to_string()],
-        cwd: None,
-        env: Vec::new(),
-        timeout_ms: None,
-    }
 }
 
 /// A repository, a worktree `wt-1` of it, and a session in `relative_cwd`.
@@ -271,38 +259,6 @@ async fn futures_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -
     outputs.into_iter().flatten().collect()
 }
 
-/// Whether `pid` is gone or a zombie.
-async fn process_is_dead(pid: u32) -> bool {
-    match tokio::fs::read_to_string(format!("/proc/{pid}/stat")).await {
-        Err(_) => true,
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            state.starts_with('Z') || state.starts_with('X')
-        }
-    }
-}
-
-/// Polls (bounded) until the process is dead: SIGKILL delivery and reaping
-/// are asynchronous, so the check cannot be a single read.
-async fn wait_dead(pid: u32) -> bool {
-    tokio::time::timeout(WAIT_LIMIT, async {
-        while !process_is_dead(pid).await {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .is_ok()
-}
-
-async fn read_pid(path: &Path) -> u32 {
-    tokio::fs::read_to_string(path)
-        .await
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_timeout_kills_the_whole_process_group() {
     let fixture = fixture(None).await;
@@ -325,25 +281,13 @@ async fn a_timeout_kills_the_whole_process_group() {
 #[tokio::test]
 async fn cancel_kills_a_running_command() {
     let fixture = fixture(None).await;
-    let session = fixture.session.clone();
-    let started = fixture.checkout.join("started");
-    let running = tokio::spawn(async move {
-        session
-            .run_command(sh(
-                "long",
-                "echo $$ > started.tmp && mv started.tmp started && sleep 30",
-            ))
-            .await
-    });
-    // Wait (bounded) for the command to announce itself, then cancel it.
-    tokio::time::timeout(WAIT_LIMIT, async {
-        while !tokio::fs::try_exists(&started).await.unwrap_or(false) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the command never started");
-    let pid = read_pid(&fixture.checkout.join("started")).await;
+    let (running, pid) = start_announced(
+        fixture.session.clone(),
+        "long",
+        "echo $$ > started.tmp && mv started.tmp started && sleep 30",
+        &fixture.checkout.join("started"),
+    )
+    .await;
     assert!(
         fixture
             .session
@@ -465,24 +409,13 @@ async fn resume_fails_when_the_worktree_is_corrupted() {
 #[tokio::test]
 async fn dropping_a_running_command_kills_its_processes() {
     let fixture = fixture(None).await;
-    let session = fixture.session.clone();
-    let started = fixture.checkout.join("started");
-    let running = tokio::spawn(async move {
-        session
-            .run_command(sh(
-                "dropped",
-                "echo $$ > started.tmp && mv started.tmp started && sleep 30",
-            ))
-            .await
-    });
-    tokio::time::timeout(WAIT_LIMIT, async {
-        while !tokio::fs::try_exists(&started).await.unwrap_or(false) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the command never started");
-    let pid = read_pid(&started).await;
+    let (running, pid) = start_announced(
+        fixture.session.clone(),
+        "dropped",
+        "echo $$ > started.tmp && mv started.tmp started && sleep 30",
+        &fixture.checkout.join("started"),
+    )
+    .await;
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
     assert!(

@@ -34,6 +34,9 @@ pub(crate) struct PreparedCommand {
     pub(crate) program: String,
     pub(crate) args: Vec<String>,
     pub(crate) cwd: PathBuf,
+    /// Inherited variables to drop before `env` is applied (the git-worktree
+    /// runner drops `GIT_DIR` and friends so `git` finds the checkout).
+    pub(crate) env_remove: Vec<String>,
     /// Config env first, then request env, so the request wins.
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
@@ -51,7 +54,11 @@ pub(crate) async fn run(
     running: &RunningCommands,
 ) -> anyhow::Result<RunnerCommandResult> {
     let mut guard = running.reserve(&command.command_id)?;
-    let mut child = tokio::process::Command::new(&command.program)
+    let mut process = tokio::process::Command::new(&command.program);
+    for key in &command.env_remove {
+        process.env_remove(key);
+    }
+    let mut child = process
         .args(&command.args)
         .current_dir(&command.cwd)
         .envs(command.env.iter().map(|(key, value)| (key, value)))

@@ -6,6 +6,14 @@
 //! hosted sandboxes, so the runtime's routing, cancellation and fallback paths
 //! can be exercised with real processes.
 //!
+//! Its machinery is public for other runners whose sessions are host
+//! directories with extra rules: [`UnixLocalSession::open`] with
+//! [`SessionOptions`] (working directory, environment to add and to remove)
+//! gives a session to wrap, [`paths::ConfinedRoot`] confines paths the same
+//! way outside a session, and [`provider_checks`] refuses foreign or
+//! unsupported destinations in the same words. The git-worktree runner is
+//! built on them.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use roder_api::remote_runner::RemoteRunnerProvider;
@@ -18,11 +26,16 @@
 
 mod command;
 pub mod config;
-mod paths;
+mod options;
+pub mod paths;
 mod provider;
+pub mod provider_checks;
 mod running;
 mod session;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 
 pub use config::UnixLocalConfig;
+pub use options::SessionOptions;
 pub use provider::{PROVIDER_ID, UnixLocalRunnerProvider};
 pub use session::UnixLocalSession;

@@ -9,6 +9,8 @@ use roder_api::remote_runner::{
 };
 
 use crate::config::UnixLocalConfig;
+use crate::options::SessionOptions;
+use crate::provider_checks::{destination_config, session_state, state_metadata};
 use crate::session::UnixLocalSession;
 
 /// The provider id destinations name to use this runner.
@@ -24,49 +26,36 @@ pub struct UnixLocalRunnerProvider {
 }
 
 impl UnixLocalRunnerProvider {
-    fn check_provider(&self, provider_id: &str, what: &str) -> anyhow::Result<()> {
-        if provider_id != PROVIDER_ID {
-            bail!("{what} is for runner provider `{provider_id}`, not `{PROVIDER_ID}`");
-        }
-        Ok(())
-    }
-
     /// Parses a destination, refusing what this provider cannot honour.
     fn parse_destination(
         &self,
         destination: &RunnerDestination,
     ) -> anyhow::Result<UnixLocalConfig> {
-        self.check_provider(
-            &destination.provider_id,
-            &format!("destination `{}`", destination.id),
+        let config = destination_config(
+            destination,
+            PROVIDER_ID,
+            "point `root` at a directory that already holds the files",
         )?;
-        let manifest = &destination.default_manifest;
-        if !manifest.entries.is_empty() || !manifest.mounts.is_empty() {
-            bail!(
-                "destination `{}`: unix-local does not support manifest entries or mounts; \
-                 point `root` at a directory that already holds the files",
-                destination.id
-            );
-        }
-        UnixLocalConfig::from_json(
-            &destination.config,
-            &format!("destination `{}` config", destination.id),
-        )
+        UnixLocalConfig::from_json(config, &format!("destination `{}` config", destination.id))
     }
 }
 
-/// Opens a session without blocking the async threads.
+/// Opens a session over the config's root. The config is the state's
+/// metadata, so a resumed session is rebuilt from the state alone.
 async fn open_session(
     config: UnixLocalConfig,
     session_id: String,
     destination_id: String,
 ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
-    let session = tokio::task::spawn_blocking(move || {
-        UnixLocalSession::open_blocking(config, session_id, destination_id)
-    })
-    .await
-    .context("session open task failed")??;
-    Ok(Arc::new(session))
+    let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
+    let UnixLocalConfig { root, env } = config;
+    let options = SessionOptions {
+        env,
+        ..SessionOptions::default()
+    };
+    Ok(Arc::new(
+        UnixLocalSession::open(state, &root, options).await?,
+    ))
 }
 
 #[async_trait::async_trait]
@@ -119,12 +108,8 @@ impl RemoteRunnerProvider for UnixLocalRunnerProvider {
         &self,
         state: RunnerSessionState,
     ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
-        self.check_provider(
-            &state.provider_id,
-            &format!("session `{}`", state.session_id),
-        )?;
         let config = UnixLocalConfig::from_json(
-            &state.metadata,
+            state_metadata(&state, PROVIDER_ID)?,
             &format!("session `{}` state metadata", state.session_id),
         )?;
         match tokio::fs::metadata(&config.root).await {

@@ -11,71 +11,117 @@ use roder_api::remote_runner::{
 };
 
 use crate::command::{self, PreparedCommand};
-use crate::config::UnixLocalConfig;
-use crate::paths::SessionRoot;
+use crate::options::SessionOptions;
+use crate::paths::ConfinedRoot;
 use crate::running::RunningCommands;
 
-/// A session over the destination's root directory itself.
+/// A session over a host directory: commands are host processes, file
+/// operations and working directories are confined to the directory.
 ///
-/// There is no per-session subdirectory: the root *is* the workspace a thread
-/// is bound to, and closing never deletes it (it is the user's directory).
+/// The provider opens one over the destination's root itself, with no
+/// per-session subdirectory: the root *is* the workspace a thread is bound
+/// to, and closing never deletes it (it is the user's directory). Other
+/// runners over host directories open one with [`Self::open`] and
+/// wrap it.
 #[derive(Debug)]
 pub struct UnixLocalSession {
     state: RunnerSessionState,
-    root: SessionRoot,
+    root: ConfinedRoot,
+    /// What relative paths are joined to: the root as given when the options
+    /// name no working directory (paths read the way the root was written),
+    /// else the working directory as resolved.
+    base: PathBuf,
+    /// Canonical working directory of commands that name none.
+    cwd: PathBuf,
     env: Vec<(String, String)>,
+    env_remove: Vec<String>,
     running: RunningCommands,
 }
 
 impl UnixLocalSession {
-    /// Opens a session over an existing root. Blocks on the filesystem.
-    pub(crate) fn open_blocking(
-        config: UnixLocalConfig,
-        session_id: String,
-        destination_id: String,
+    /// Opens a session over the existing directory `root`, reporting `state`
+    /// as its persisted state (a wrapping runner passes its own, since
+    /// `resume_session` of *that* runner receives it). Fails when the root or
+    /// the options' working directory is not an existing directory inside
+    /// it.
+    pub async fn open(
+        state: RunnerSessionState,
+        root: &Path,
+        options: SessionOptions,
     ) -> anyhow::Result<Self> {
-        let root = SessionRoot::open(&config.root)?;
-        let state = RunnerSessionState {
-            provider_id: crate::PROVIDER_ID.to_string(),
-            session_id,
-            destination_id,
-            snapshot: None,
-            metadata: config.to_json(),
+        let root = root.to_path_buf();
+        // Resolving the root and the working directory is many syscalls.
+        tokio::task::spawn_blocking(move || Self::open_blocking(state, &root, options))
+            .await
+            .context("session open task failed")?
+    }
+
+    fn open_blocking(
+        state: RunnerSessionState,
+        root: &Path,
+        options: SessionOptions,
+    ) -> anyhow::Result<Self> {
+        let root = ConfinedRoot::open(root, options.root_label)?;
+        let (base, cwd) = match options.cwd {
+            None => (root.given().to_path_buf(), root.canonical().to_path_buf()),
+            Some(cwd) => {
+                let cwd = root.resolve_dir(root.given(), &cwd, "working directory")?;
+                (cwd.clone(), cwd)
+            }
         };
         Ok(Self {
             state,
             root,
-            env: config.env,
+            base,
+            cwd,
+            env: options.env,
+            env_remove: options.env_remove,
             running: RunningCommands::default(),
         })
     }
 
     /// The session's root as configured.
     pub fn root(&self) -> &Path {
-        &self.root.given
+        self.root.given()
     }
 
-    /// Resolves a path inside the root off the async threads.
-    async fn resolve(&self, path: &Path) -> anyhow::Result<PathBuf> {
+    /// The session's root as the filesystem resolved it on open.
+    pub fn canonical_root(&self) -> &Path {
+        self.root.canonical()
+    }
+
+    /// The canonical working directory of commands that name none.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Runs a path check off the async threads: it is many syscalls.
+    async fn confine<T: Send + 'static>(
+        &self,
+        check: impl FnOnce(&ConfinedRoot, &Path) -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
         let root = self.root.clone();
-        let path = path.to_path_buf();
-        tokio::task::spawn_blocking(move || root.resolve(&path))
+        let base = self.base.clone();
+        tokio::task::spawn_blocking(move || check(&root, &base))
             .await
             .context("path resolution task failed")?
     }
 
-    /// The working directory of a command: the root when none is given.
+    /// Resolves a path inside the root.
+    async fn resolve(&self, path: &Path) -> anyhow::Result<PathBuf> {
+        let path = path.to_path_buf();
+        self.confine(move |root, base| root.resolve(base, &path))
+            .await
+    }
+
+    /// The working directory of a command: the session's when none is given.
     async fn resolve_cwd(&self, cwd: Option<&Path>) -> anyhow::Result<PathBuf> {
         let Some(cwd) = cwd else {
-            return Ok(self.root.canonical.clone());
+            return Ok(self.cwd.clone());
         };
-        let resolved = self.resolve(cwd).await?;
-        match tokio::fs::metadata(&resolved).await {
-            Ok(metadata) if metadata.is_dir() => Ok(resolved),
-            Ok(_) => bail!("working directory `{}` is not a directory", cwd.display()),
-            Err(error) => Err(error)
-                .with_context(|| format!("working directory `{}` does not exist", cwd.display())),
-        }
+        let cwd = cwd.to_path_buf();
+        self.confine(move |root, base| root.resolve_dir(base, &cwd, "working directory"))
+            .await
     }
 }
 
@@ -100,6 +146,7 @@ impl RemoteRunnerSession for UnixLocalSession {
             program: request.program,
             args: request.args,
             cwd,
+            env_remove: self.env_remove.clone(),
             env,
             timeout: request.timeout_ms.map(Duration::from_millis),
         };

@@ -7,13 +7,12 @@ use std::time::Duration;
 use roder_api::remote_runner::{
     RemoteRunnerProvider, RemoteRunnerSession, RunnerCommandRequest, RunnerDestination,
     RunnerFileReadRequest, RunnerFileWriteRequest, RunnerManifest, RunnerPortRequest,
+    RunnerSessionState,
 };
 use serde_json::json;
 
-use crate::UnixLocalRunnerProvider;
-
-/// A bound for waits on things the test observes (never a sleep-to-sync).
-const WAIT_LIMIT: Duration = Duration::from_secs(10);
+use crate::test_support::{WAIT_LIMIT, process_is_dead, read_pid, sh, start_announced, wait_dead};
+use crate::{SessionOptions, UnixLocalRunnerProvider, UnixLocalSession};
 
 async fn session(root: &Path, env: serde_json::Value) -> Arc<dyn RemoteRunnerSession> {
     let mut config = json!({ "root": root.display().to_string() });
@@ -29,67 +28,6 @@ async fn session(root: &Path, env: serde_json::Value) -> Arc<dyn RemoteRunnerSes
         })
         .await
         .unwrap()
-}
-
-fn sh(id: &str, script: &str) -> RunnerCommandRequest {
-    RunnerCommandRequest {
-        command_id: id.to_string(),
-        program: "sh".to_string(),
-        args: vec!["-c".to_string(), script.to_string()],
-        cwd: None,
-        env: Vec::new(),
-        timeout_ms: None,
-    }
-}
-
-/// Whether `pid` is gone or a zombie (dead, waiting for a reaper that a
-/// container's init may never be).
-async fn process_is_dead(pid: u32) -> bool {
-    match tokio::fs::read_to_string(format!("/proc/{pid}/stat")).await {
-        Err(_) => true,
-        Ok(stat) => {
-            // The state follows the parenthesised command name.
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            state.starts_with('Z') || state.starts_with('X')
-        }
-    }
-}
-
-/// Polls (bounded) until the process is dead: SIGKILL delivery and reaping
-/// are asynchronous, so the check cannot be a single read.
-async fn wait_dead(pid: u32) -> bool {
-    tokio::time::timeout(WAIT_LIMIT, async {
-        while !process_is_dead(pid).await {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .is_ok()
-}
-
-async fn read_pid(path: PathBuf) -> u32 {
-    tokio::fs::read_to_string(path)
-        .await
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-/// Waits (bounded) until `path` holds a complete line.
-async fn wait_for_line(path: &Path) {
-    tokio::time::timeout(WAIT_LIMIT, async {
-        loop {
-            if let Ok(text) = tokio::fs::read_to_string(path).await
-                && text.ends_with('\n')
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .unwrap();
 }
 
 #[tokio::test]
@@ -190,7 +128,7 @@ async fn timeout_kills_the_whole_process_group() {
         "{}",
         result.stderr
     );
-    let pid = read_pid(dir.path().join("bg.pid")).await;
+    let pid = read_pid(&dir.path().join("bg.pid")).await;
     assert!(
         wait_dead(pid).await,
         "background sleep {pid} survived the timeout"
@@ -203,14 +141,13 @@ async fn cancel_from_another_task_kills_the_command() {
     let session = session(dir.path(), serde_json::Value::Null).await;
     assert!(!session.cancel_command(&"c1".to_string()).await.unwrap());
 
-    let runner = session.clone();
-    let running = tokio::spawn(async move {
-        runner
-            .run_command(sh("c1", "sleep 30 & echo $! > bg.pid; wait"))
-            .await
-    });
-    wait_for_line(&dir.path().join("bg.pid")).await;
-    let pid = read_pid(dir.path().join("bg.pid")).await;
+    let (running, pid) = start_announced(
+        session.clone(),
+        "c1",
+        "sleep 30 & echo $! > bg.pid; wait",
+        &dir.path().join("bg.pid"),
+    )
+    .await;
     assert!(session.cancel_command(&"c1".to_string()).await.unwrap());
 
     let result = tokio::time::timeout(WAIT_LIMIT, running)
@@ -235,14 +172,13 @@ async fn cancel_from_another_task_kills_the_command() {
 async fn dropping_the_future_kills_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let session = session(dir.path(), serde_json::Value::Null).await;
-    let runner = session.clone();
-    let running = tokio::spawn(async move {
-        runner
-            .run_command(sh("c1", "sleep 30 & echo $! > bg.pid; wait"))
-            .await
-    });
-    wait_for_line(&dir.path().join("bg.pid")).await;
-    let pid = read_pid(dir.path().join("bg.pid")).await;
+    let (running, pid) = start_announced(
+        session.clone(),
+        "c1",
+        "sleep 30 & echo $! > bg.pid; wait",
+        &dir.path().join("bg.pid"),
+    )
+    .await;
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
     assert!(
@@ -267,7 +203,7 @@ async fn background_process_holding_stdout_does_not_hang_the_command() {
     assert_eq!(result.stdout, "done\n");
     assert!(result.stderr.contains("output may be incomplete"));
     // A normal exit leaves background processes alone; clean this one up.
-    let pid = read_pid(dir.path().join("bg.pid")).await;
+    let pid = read_pid(&dir.path().join("bg.pid")).await;
     assert!(!process_is_dead(pid).await);
     // SAFETY: plain kill(2) of a process this test started.
     unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGKILL) };
@@ -374,5 +310,94 @@ async fn port_snapshot_and_close() {
     assert!(
         tokio::fs::try_exists(dir.path()).await.unwrap(),
         "close never deletes the root"
+    );
+}
+
+/// The building block other runners wrap: a working directory inside the
+/// root, and inherited variables removed before the configured ones apply.
+#[tokio::test]
+async fn open_honours_the_cwd_and_the_environment_options() {
+    let Some((inherited, _)) = std::env::vars().find(|(key, _)| key != "PATH") else {
+        return; // Nothing inherited to remove.
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let canonical = tokio::fs::canonicalize(dir.path()).await.unwrap();
+    tokio::fs::create_dir(dir.path().join("sub")).await.unwrap();
+    tokio::fs::write(dir.path().join("sub/f.txt"), b"in sub")
+        .await
+        .unwrap();
+    let state = RunnerSessionState {
+        provider_id: "wrapper".to_string(),
+        session_id: "s1".to_string(),
+        destination_id: "d1".to_string(),
+        snapshot: None,
+        metadata: json!({"mine": true}),
+    };
+    let options = SessionOptions {
+        cwd: Some(PathBuf::from("sub")),
+        env: vec![("ADDED".to_string(), "1".to_string())],
+        env_remove: vec![inherited.clone()],
+        ..SessionOptions::default()
+    };
+    let session = UnixLocalSession::open(state.clone(), dir.path(), options)
+        .await
+        .unwrap();
+    assert_eq!(session.state(), state);
+    assert_eq!(session.cwd(), canonical.join("sub"));
+    assert_eq!(session.canonical_root(), canonical);
+
+    let pwd = session.run_command(sh("c1", "pwd -P")).await.unwrap();
+    assert_eq!(
+        pwd.stdout.trim(),
+        canonical.join("sub").display().to_string()
+    );
+
+    // `env` itself, not a shell, which would export variables of its own.
+    let env = |id: &str, request_env: Vec<(String, String)>| RunnerCommandRequest {
+        command_id: id.to_string(),
+        program: "env".to_string(),
+        args: Vec::new(),
+        cwd: None,
+        env: request_env,
+        timeout_ms: None,
+    };
+    let result = session.run_command(env("c2", Vec::new())).await.unwrap();
+    let lines: Vec<&str> = result.stdout.lines().collect();
+    assert!(lines.contains(&"ADDED=1"), "{}", result.stdout);
+    let removed = format!("{inherited}=");
+    assert!(
+        !lines.iter().any(|line| line.starts_with(&removed)),
+        "{inherited} was inherited: {}",
+        result.stdout
+    );
+    let again = vec![(inherited.clone(), "request".to_string())];
+    let result = session.run_command(env("c3", again)).await.unwrap();
+    let expected = format!("{inherited}=request");
+    assert!(
+        result.stdout.lines().any(|line| line == expected),
+        "a request's env still applies: {}",
+        result.stdout
+    );
+
+    let read = session
+        .read_file(RunnerFileReadRequest {
+            path: PathBuf::from("f.txt"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(read.contents, b"in sub");
+
+    let missing = SessionOptions {
+        cwd: Some(PathBuf::from("missing")),
+        ..SessionOptions::default()
+    };
+    let error = UnixLocalSession::open(state, dir.path(), missing)
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("working directory `missing` does not exist"),
+        "{error}"
     );
 }

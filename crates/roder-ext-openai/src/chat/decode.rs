@@ -11,16 +11,17 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use eventsource_stream::Event;
 use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
+};
+use roder_ext_inference_http::{
+    DecodeError, Decoder, Event, Progress, is_retryable_status, snippet,
 };
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::ids::synthesized_call_id;
-use crate::sse::{DecodeError, Decoder, Progress};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChatDecoder {
@@ -109,8 +110,9 @@ impl Decoder for ChatDecoder {
             self.complete(out);
             return Ok(Progress::Done);
         }
-        let chunk: Chunk = serde_json::from_str(data)
-            .map_err(|error| DecodeError::Malformed(format!("{error} in chunk {}", short(data))))?;
+        let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
+            DecodeError::Malformed(format!("{error} in chunk {}", snippet(data)))
+        })?;
         if let Some(error) = chunk.error {
             return Err(reported(&error));
         }
@@ -260,7 +262,7 @@ fn reported(error: &Value) -> DecodeError {
     let retryable = match code {
         Some(Value::Number(number)) => number
             .as_u64()
-            .is_some_and(|status| crate::error::is_retryable_status(status as u16)),
+            .is_some_and(|status| is_retryable_status(status as u16)),
         Some(Value::String(code)) => {
             matches!(
                 code.as_str(),
@@ -272,20 +274,12 @@ fn reported(error: &Value) -> DecodeError {
     DecodeError::Reported { message, retryable }
 }
 
-pub(crate) fn short(data: &str) -> String {
-    let mut text: String = data.chars().take(200).collect();
-    if text.len() < data.len() {
-        text.push('…');
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use roder_testkit::fake_models::ChatStream;
 
     use super::*;
-    use crate::sse::decode_chunks;
+    use roder_ext_inference_http::decode_chunks;
 
     fn decode(body: &[u8], cuts: &[usize]) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
         let mut chunks = Vec::new();

@@ -12,16 +12,14 @@ use roder_api::inference::{
     AgentInferenceRequest, InferenceCapabilities, InferenceEngine, InferenceEventStream,
     InferenceProviderContext, InferenceTurnContext, ModelDescriptor,
 };
+use roder_ext_inference_http::{Connection, Driver};
 
 use crate::config::OpenAiConfig;
-use crate::connection::Connection;
-use crate::sse::Driver;
-
-pub(crate) use decode::short;
+use crate::models::list_models;
 
 /// An [`InferenceEngine`] over the Chat Completions API.
 pub struct OpenAiChatEngine {
-    connection: Connection,
+    connection: Connection<OpenAiConfig>,
 }
 
 impl OpenAiChatEngine {
@@ -34,14 +32,14 @@ impl OpenAiChatEngine {
     }
 
     pub fn config(&self) -> &OpenAiConfig {
-        &self.connection.config
+        self.connection.config()
     }
 }
 
 #[async_trait::async_trait]
 impl InferenceEngine for OpenAiChatEngine {
     fn id(&self) -> InferenceEngineId {
-        self.connection.config.id.clone()
+        self.connection.config().id.clone()
     }
 
     fn capabilities(&self) -> InferenceCapabilities {
@@ -55,7 +53,7 @@ impl InferenceEngine for OpenAiChatEngine {
         &self,
         ctx: InferenceProviderContext<'_>,
     ) -> anyhow::Result<Vec<ModelDescriptor>> {
-        self.connection.list_models(ctx).await
+        list_models(&self.connection, ctx).await
     }
 
     async fn stream_turn(
@@ -63,7 +61,7 @@ impl InferenceEngine for OpenAiChatEngine {
         ctx: InferenceTurnContext<'_>,
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
-        let body = request::build_body(&request, &self.connection.config.extra_body);
+        let body = request::build_body(&request, &self.connection.config().extra_body);
         let exchange = self.connection.exchange(
             Method::POST,
             "chat/completions",

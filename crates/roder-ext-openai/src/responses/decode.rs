@@ -13,15 +13,12 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use eventsource_stream::Event;
 use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, MessagePhase, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
+use roder_ext_inference_http::{DecodeError, Decoder, Event, Progress, snippet};
 use serde::Deserialize;
-
-use crate::chat::short;
-use crate::sse::{DecodeError, Decoder, Progress};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ResponsesDecoder {
@@ -158,8 +155,9 @@ impl Decoder for ResponsesDecoder {
         if data.is_empty() || data == "[DONE]" {
             return Ok(Progress::More);
         }
-        let parsed: StreamEvent = serde_json::from_str(data)
-            .map_err(|error| DecodeError::Malformed(format!("{error} in event {}", short(data))))?;
+        let parsed: StreamEvent = serde_json::from_str(data).map_err(|error| {
+            DecodeError::Malformed(format!("{error} in event {}", snippet(data)))
+        })?;
         match parsed {
             StreamEvent::Started { response } => {
                 if response.id.is_some() {
@@ -385,7 +383,7 @@ mod tests {
     use roder_testkit::fake_models::ResponsesStream;
 
     use super::*;
-    use crate::sse::decode_chunks;
+    use roder_ext_inference_http::decode_chunks;
 
     fn decode_at(body: &[u8], cut: usize) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
         decode_chunks(

@@ -11,14 +11,14 @@ use roder_api::inference::{
     AgentInferenceRequest, InferenceCapabilities, InferenceEngine, InferenceEventStream,
     InferenceProviderContext, InferenceTurnContext, ModelDescriptor,
 };
+use roder_ext_inference_http::{Connection, Driver};
 
 use crate::config::OpenAiConfig;
-use crate::connection::Connection;
-use crate::sse::Driver;
+use crate::models::list_models;
 
 /// An [`InferenceEngine`] over the Responses API.
 pub struct OpenAiResponsesEngine {
-    connection: Connection,
+    connection: Connection<OpenAiConfig>,
 }
 
 impl OpenAiResponsesEngine {
@@ -31,14 +31,14 @@ impl OpenAiResponsesEngine {
     }
 
     pub fn config(&self) -> &OpenAiConfig {
-        &self.connection.config
+        self.connection.config()
     }
 }
 
 #[async_trait::async_trait]
 impl InferenceEngine for OpenAiResponsesEngine {
     fn id(&self) -> InferenceEngineId {
-        self.connection.config.id.clone()
+        self.connection.config().id.clone()
     }
 
     fn capabilities(&self) -> InferenceCapabilities {
@@ -53,7 +53,7 @@ impl InferenceEngine for OpenAiResponsesEngine {
         &self,
         ctx: InferenceProviderContext<'_>,
     ) -> anyhow::Result<Vec<ModelDescriptor>> {
-        self.connection.list_models(ctx).await
+        list_models(&self.connection, ctx).await
     }
 
     async fn stream_turn(
@@ -61,7 +61,7 @@ impl InferenceEngine for OpenAiResponsesEngine {
         ctx: InferenceTurnContext<'_>,
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
-        let body = request::build_body(&request, &self.connection.config.extra_body);
+        let body = request::build_body(&request, &self.connection.config().extra_body);
         let exchange = self.connection.exchange(
             Method::POST,
             "responses",

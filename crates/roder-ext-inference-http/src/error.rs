@@ -1,6 +1,9 @@
 //! Errors a user can act on. Each names the provider and, where there is
 //! one, the fix (the variable to set, the URL to check). Callers that need
 //! to branch (retry or not) use [`ProviderError::is_retryable`].
+//!
+//! One type serves every engine: the provider (the engine id a thread
+//! selected) is a field, so messages name it without a type per engine.
 
 /// Why a request to a model provider failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -13,7 +16,7 @@ pub enum ProviderError {
     )]
     InvalidApiKey {
         provider: String,
-        /// " (from OPENAI_API_KEY)" when it came from a variable.
+        /// " (from OPENAI_API_KEY)" when it came from a variable, else empty.
         origin: String,
     },
 
@@ -22,7 +25,8 @@ pub enum ProviderError {
         provider: String,
         status: u16,
         message: String,
-        /// "; check the key in OPENAI_API_KEY" when the key came from a variable.
+        /// "; check the API key in OPENAI_API_KEY" when the key came from a
+        /// variable, else a pointer to the provider's configured key.
         hint: String,
     },
 
@@ -110,6 +114,16 @@ pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
+/// At most `max_chars` characters of `text`, with `…` when it was cut: a
+/// server's body or event quoted in an error must not flood the message.
+pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
+    let mut short: String = text.chars().take(max_chars).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,17 +140,21 @@ mod tests {
 
     #[test]
     fn exhausted_errors_keep_the_cause() {
-        let error = ProviderError::Exhausted {
-            attempts: 3,
-            last: Box::new(ProviderError::Http {
-                provider: "openai".into(),
-                status: 503,
-                message: "overloaded".into(),
-            }),
-        };
-        assert_eq!(
-            error.to_string(),
-            "provider \"openai\" answered HTTP 503: overloaded (gave up after 3 attempts)"
-        );
+        for provider in ["openai", "anthropic"] {
+            let error = ProviderError::Exhausted {
+                attempts: 3,
+                last: Box::new(ProviderError::Http {
+                    provider: provider.into(),
+                    status: 503,
+                    message: "overloaded".into(),
+                }),
+            };
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "provider \"{provider}\" answered HTTP 503: overloaded (gave up after 3 attempts)"
+                )
+            );
+        }
     }
 }

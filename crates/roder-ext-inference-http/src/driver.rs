@@ -17,43 +17,9 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use roder_api::inference::{InferenceEvent, InferenceEventStream, InferenceFailure};
 
+use crate::decoder::{DecodeError, Decoder, Progress};
 use crate::error::{ProviderError, chain};
-use crate::http::Exchange;
-
-/// Where a decoder is after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Progress {
-    More,
-    /// The response is complete; `Completed` has been pushed.
-    Done,
-}
-
-/// Why a decoder cannot go on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum DecodeError {
-    /// The stream ended before the response's terminal event.
-    Truncated,
-    /// An event could not be read.
-    Malformed(String),
-    /// The provider reported an error inside the stream.
-    Reported { message: String, retryable: bool },
-}
-
-/// One wire format's mapping from SSE events to inference events. A fresh
-/// clone of the initial decoder reads each attempt.
-pub(crate) trait Decoder: Clone + Send + 'static {
-    /// Reads one event, pushing what it produced onto `out`. Pushes nothing
-    /// when it returns an error.
-    fn on_event(
-        &mut self,
-        event: &Event,
-        out: &mut VecDeque<InferenceEvent>,
-    ) -> Result<Progress, DecodeError>;
-
-    /// The body ended. `Ok` (with `Completed` pushed) if that is an
-    /// acceptable end of the response.
-    fn on_eof(&mut self, out: &mut VecDeque<InferenceEvent>) -> Result<(), DecodeError>;
-}
+use crate::exchange::Exchange;
 
 type SseStream =
     Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send + 'static>>;
@@ -68,7 +34,8 @@ enum Step {
     Retryable(ProviderError),
 }
 
-pub(crate) struct Driver<D> {
+/// Reads one [`Exchange`] with one [`Decoder`], retrying as allowed.
+pub struct Driver<D> {
     exchange: Exchange,
     initial: D,
     decoder: D,
@@ -224,41 +191,4 @@ impl<D: Decoder> Driver<D> {
 
 fn sse(response: reqwest::Response) -> SseStream {
     Box::pin(response.bytes_stream().eventsource())
-}
-
-/// Runs `decoder` over a whole body delivered in `chunks`, as the driver
-/// would: for tests that cut bodies at every byte without a network.
-#[cfg(test)]
-pub(crate) fn decode_chunks<D: Decoder>(
-    mut decoder: D,
-    chunks: Vec<Vec<u8>>,
-) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
-    let source = futures::stream::iter(
-        chunks
-            .into_iter()
-            .map(|chunk| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk))),
-    );
-    let events: Vec<_> = futures::executor::block_on(source.eventsource().collect());
-    let mut out = VecDeque::new();
-    for event in events {
-        let Ok(event) = event else {
-            return (out.into(), Err(DecodeError::Malformed("bad utf-8".into())));
-        };
-        match decoder.on_event(&event, &mut out) {
-            Ok(Progress::More) => {}
-            Ok(Progress::Done) => return (out.into(), Ok(())),
-            Err(error) => return (out.into(), Err(error)),
-        }
-    }
-    let end = decoder.on_eof(&mut out);
-    (out.into(), end)
-}
-
-/// At most 200 characters of `data`, for error messages.
-pub(crate) fn short(data: &str) -> String {
-    let mut text: String = data.chars().take(200).collect();
-    if text.len() < data.len() {
-        text.push('…');
-    }
-    text
 }

@@ -6,19 +6,19 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::HeaderMap;
 use reqwest::{Method, Response};
 use roder_api::inference::ReliabilityConfig;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ProviderError, chain};
+use crate::error_body::{error_message, is_json, read_error_body};
 use crate::retry::{delay_before, retry_after};
 
-/// The most of an error body that is read; error bodies are small, and a
-/// misbehaving server must not make us buffer megabytes.
-const MAX_ERROR_BODY: usize = 16 * 1024;
-
-pub(crate) struct Exchange {
+/// A request that is ready to send, with everything needed to send it
+/// again. Made by [`crate::Connection::exchange`]; read as a stream by
+/// [`crate::Driver`].
+pub struct Exchange {
     provider: String,
     client: reqwest::Client,
     method: Method,
@@ -35,20 +35,20 @@ pub(crate) struct Exchange {
 
 /// What an [`Exchange`] is made of.
 pub(crate) struct ExchangeParts {
-    pub provider: String,
-    pub client: reqwest::Client,
-    pub method: Method,
-    pub url: String,
-    pub headers: HeaderMap,
-    pub body: Option<Bytes>,
-    pub key_variable: Option<String>,
-    pub reliability: ReliabilityConfig,
-    pub cancel: CancellationToken,
-    pub idle_timeout: Duration,
+    pub(crate) provider: String,
+    pub(crate) client: reqwest::Client,
+    pub(crate) method: Method,
+    pub(crate) url: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Option<Bytes>,
+    pub(crate) key_variable: Option<String>,
+    pub(crate) reliability: ReliabilityConfig,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) idle_timeout: Duration,
 }
 
 impl Exchange {
-    pub fn new(parts: ExchangeParts) -> Self {
+    pub(crate) fn new(parts: ExchangeParts) -> Self {
         Self {
             provider: parts.provider,
             client: parts.client,
@@ -64,19 +64,19 @@ impl Exchange {
         }
     }
 
-    pub fn provider(&self) -> &str {
+    pub(crate) fn provider(&self) -> &str {
         &self.provider
     }
 
-    pub fn cancel(&self) -> &CancellationToken {
+    pub(crate) fn cancel(&self) -> &CancellationToken {
         &self.cancel
     }
 
-    pub fn idle_timeout(&self) -> Duration {
+    pub(crate) fn idle_timeout(&self) -> Duration {
         self.idle_timeout
     }
 
-    pub fn cancelled(&self) -> ProviderError {
+    pub(crate) fn cancelled(&self) -> ProviderError {
         ProviderError::Cancelled {
             provider: self.provider.clone(),
         }
@@ -95,7 +95,7 @@ impl Exchange {
     /// After `error`, either waits out the backoff (`Ok`: try again) or
     /// returns the error to report: not retryable, attempts used up, or
     /// cancelled while waiting.
-    pub async fn before_retry(
+    pub(crate) async fn before_retry(
         &mut self,
         error: ProviderError,
         retry_after: Option<Duration>,
@@ -216,97 +216,5 @@ impl Exchange {
                 detail,
             }
         }
-    }
-}
-
-/// A header value that carries a secret (`x-api-key`), marked sensitive
-/// so that reqwest never prints it.
-pub(crate) fn sensitive(
-    value: &str,
-    provider: &str,
-    variable: Option<&str>,
-) -> Result<HeaderValue, ProviderError> {
-    let mut value = HeaderValue::from_str(value).map_err(|_| ProviderError::InvalidApiKey {
-        provider: provider.to_string(),
-        origin: variable
-            .map(|variable| format!(" (from {variable})"))
-            .unwrap_or_default(),
-    })?;
-    value.set_sensitive(true);
-    Ok(value)
-}
-fn is_json(response: &Response) -> bool {
-    response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim_start().starts_with("application/json"))
-}
-
-async fn read_error_body(mut response: Response) -> String {
-    let mut body = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            body.truncate(MAX_ERROR_BODY);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// The message of an error body: `error.message` (OpenAI and Anthropic),
-/// `error` as a string (Ollama), `message` or `detail` (other servers),
-/// else the body itself, shortened.
-pub(crate) fn error_message(body: &str, reason: Option<&str>) -> String {
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
-        let candidates = [
-            value.pointer("/error/message"),
-            value.get("error"),
-            value.get("message"),
-            value.get("detail"),
-        ];
-        for candidate in candidates.into_iter().flatten() {
-            if let Some(text) = candidate.as_str().filter(|text| !text.trim().is_empty()) {
-                return text.to_string();
-            }
-        }
-    }
-    let body = body.trim();
-    if body.is_empty() {
-        return reason.unwrap_or("no error message").to_string();
-    }
-    let mut short: String = body.chars().take(500).collect();
-    if short.len() < body.len() {
-        short.push('…');
-    }
-    short
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn error_messages_are_found_in_every_known_shape() {
-        let openai =
-            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
-        assert_eq!(error_message(openai, None), "Incorrect API key provided");
-        let anthropic = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
-        assert_eq!(error_message(anthropic, None), "invalid x-api-key");
-        assert_eq!(
-            error_message(r#"{"error":"model 'x' not found"}"#, None),
-            "model 'x' not found"
-        );
-        assert_eq!(
-            error_message(r#"{"detail":"Not Found"}"#, None),
-            "Not Found"
-        );
-        assert_eq!(
-            error_message("upstream timed out", None),
-            "upstream timed out"
-        );
-        assert_eq!(error_message("", Some("Bad Gateway")), "Bad Gateway");
-        assert!(error_message(&"x".repeat(2_000), None).chars().count() <= 501);
     }
 }

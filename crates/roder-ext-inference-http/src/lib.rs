@@ -1,0 +1,65 @@
+//! The HTTP plumbing Roder's inference engines share, so that each engine
+//! crate holds only its wire format (request mapping and event decoding).
+//!
+//! * [`Connection`]: an engine's config ([`ProviderConfig`]) with the HTTP
+//!   client, headers and API key ([`ApiKeySource`], sent as [`KeyHeader`])
+//!   made from it; each request is made from it as an [`Exchange`].
+//! * [`Exchange`]: one logical request, sent again after connection
+//!   failures and 408/429/5xx answers as `ReliabilityConfig` allows,
+//!   honouring `Retry-After`.
+//! * [`Driver`]: reads the SSE response through an engine's [`Decoder`],
+//!   with an idle timeout and cancellation, and requests it again when a
+//!   stream breaks before anything was delivered, never after.
+//! * [`ProviderError`]: errors that name the provider and the fix.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use reqwest::header::HeaderMap;
+//! use roder_ext_inference_http::{
+//!     ApiKeySource, Connection, ConnectionSettings, KeyHeader, ProviderConfig,
+//! };
+//!
+//! struct LocalConfig;
+//!
+//! impl ProviderConfig for LocalConfig {
+//!     fn connection_settings(&self) -> anyhow::Result<ConnectionSettings> {
+//!         Ok(ConnectionSettings {
+//!             provider: "local".into(),
+//!             api_key: ApiKeySource::None,
+//!             key_header: KeyHeader::Bearer,
+//!             headers: HeaderMap::new(),
+//!             extra_headers: Vec::new(),
+//!             connect_timeout: Duration::from_secs(10),
+//!             idle_timeout: Duration::from_secs(300),
+//!         })
+//!     }
+//!
+//!     fn url(&self, path: &str) -> String {
+//!         format!("http://localhost:8080/v1/{path}")
+//!     }
+//! }
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! let connection = Connection::new(LocalConfig)?;
+//! # let _ = connection;
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod api_key;
+mod connection;
+mod decoder;
+mod driver;
+mod error;
+mod error_body;
+mod exchange;
+mod retry;
+
+pub use api_key::ApiKeySource;
+pub use connection::{Connection, ConnectionSettings, KeyHeader, ProviderConfig};
+pub use decoder::{DecodeError, Decoder, Event, Progress, decode_chunks, snippet};
+pub use driver::Driver;
+pub use error::{ProviderError, is_retryable_status};
+pub use exchange::Exchange;

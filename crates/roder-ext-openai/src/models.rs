@@ -1,0 +1,31 @@
+//! Model listing, the same for both OpenAI engines: `GET {base_url}/models`,
+//! which OpenAI, OpenRouter, vLLM, Ollama and llama.cpp's server all answer
+//! in the same shape.
+
+use roder_api::inference::{InferenceProviderContext, ModelDescriptor};
+use roder_ext_inference_http::Connection;
+use serde::Deserialize;
+
+use crate::config::OpenAiConfig;
+
+/// One entry of the list; `context_length` is OpenRouter's and vLLM's.
+#[derive(Deserialize)]
+struct Model {
+    id: String,
+    context_length: Option<u64>,
+}
+
+pub(crate) async fn list_models(
+    connection: &Connection<OpenAiConfig>,
+    ctx: InferenceProviderContext<'_>,
+) -> anyhow::Result<Vec<ModelDescriptor>> {
+    let models: Vec<Model> = connection.list_models("models", ctx.reliability).await?;
+    Ok(models
+        .into_iter()
+        .map(|model| ModelDescriptor {
+            id: model.id,
+            display_name: None,
+            context_window: model.context_length,
+        })
+        .collect())
+}
