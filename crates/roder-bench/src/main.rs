@@ -27,6 +27,10 @@ const BENCHES: &[&str] = &[
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(threads::CHILD_ARG) {
+        let count = args.get(1).map(String::as_str).unwrap_or("1000");
+        return threads::child(count).await;
+    }
     let names: Vec<&str> = if args.is_empty() || args.iter().any(|arg| arg == "all") {
         BENCHES.to_vec()
     } else {

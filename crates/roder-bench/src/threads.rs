@@ -85,32 +85,53 @@ fn status_kib(field: &str) -> anyhow::Result<u64> {
 }
 
 pub async fn run() -> anyhow::Result<()> {
-    // The larger run first, so the process's peak RSS is the 1,000-thread one.
+    for count in [100usize, 1_000] {
+        // Each size in a fresh process, so its peak RSS is its own.
+        let output = tokio::process::Command::new(std::env::current_exe()?)
+            .args([CHILD_ARG, &count.to_string()])
+            .output()
+            .await?;
+        anyhow::ensure!(
+            output.status.success(),
+            "the {count}-thread run failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let measured: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+        let number = |key: &str| measured[key].as_f64().unwrap_or(f64::NAN);
+        print(
+            "threads",
+            &format!("wall_s_{count}"),
+            number("wall_s"),
+            "s",
+            json!({ "threads": count }),
+        );
+        if count == 1_000 {
+            let (baseline, peak) = (number("baseline_kib"), number("peak_kib"));
+            print(
+                "threads",
+                "rss_per_thread_mib_1000",
+                (peak - baseline) / 1024.0 / count as f64,
+                "MiB",
+                json!({ "threads": count, "baseline_rss_mib": baseline / 1024.0,
+                        "peak_rss_mib": peak / 1024.0 }),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The hidden argument that runs one measurement in a child process.
+pub const CHILD_ARG: &str = "__threads-child";
+
+/// The child: runs `count` threads and prints its measurements as JSON.
+pub async fn child(count: &str) -> anyhow::Result<()> {
+    let count: usize = count.parse()?;
     let baseline_kib = status_kib("VmRSS:")?;
-    let wall_1000 = run_threads(1_000).await?;
+    let wall_s = run_threads(count).await?;
     let peak_kib = status_kib("VmHWM:")?;
-    let wall_100 = run_threads(100).await?;
-    print(
-        "threads",
-        "wall_s_100",
-        wall_100,
-        "s",
-        json!({ "threads": 100 }),
-    );
-    print(
-        "threads",
-        "wall_s_1000",
-        wall_1000,
-        "s",
-        json!({ "threads": 1000 }),
-    );
-    print(
-        "threads",
-        "rss_per_thread_mib_1000",
-        peak_kib.saturating_sub(baseline_kib) as f64 / 1024.0 / 1000.0,
-        "MiB",
-        json!({ "threads": 1000, "baseline_rss_mib": baseline_kib as f64 / 1024.0,
-                "peak_rss_mib": peak_kib as f64 / 1024.0 }),
+    println!(
+        "{}",
+        json!({ "wall_s": wall_s, "baseline_kib": baseline_kib, "peak_kib": peak_kib })
     );
     Ok(())
 }
@@ -140,12 +161,30 @@ async fn run_threads(count: usize) -> anyhow::Result<f64> {
             .start_turn(StartTurnRequest::new(thread_id, "write your file"))
             .await?;
     }
-    let mut finished = 0;
-    while finished < count {
-        match events.recv().await?.event {
-            RoderEvent::TurnCompleted(_) => finished += 1,
-            RoderEvent::TurnFailed(failed) => anyhow::bail!("a turn failed: {}", failed.error),
-            _ => {}
+    let mut finished = std::collections::HashSet::new();
+    while finished.len() < count {
+        match events.recv().await {
+            Ok(envelope) => match envelope.event {
+                RoderEvent::TurnCompleted(done) => {
+                    finished.insert(done.thread_id);
+                }
+                RoderEvent::TurnFailed(failed) => {
+                    anyhow::bail!("a turn failed: {}", failed.error)
+                }
+                _ => {}
+            },
+            // Fell behind the bus (it buffers a bounded number of events):
+            // ask the runtime which turns are over instead.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                for thread_id in &threads {
+                    if !finished.contains(thread_id)
+                        && runtime.running_turn(thread_id).await?.is_none()
+                    {
+                        finished.insert(thread_id.clone());
+                    }
+                }
+            }
+            Err(error) => return Err(error.into()),
         }
     }
     let wall = started.elapsed().as_secs_f64();

@@ -14,18 +14,16 @@ use tokio::sync::broadcast;
 
 use crate::threads::{LogCursor, ThreadState};
 
-/// Broadcast buffer. A subscriber that falls further behind than this gets
-/// `RecvError::Lagged` and must catch up from the persisted log.
-const BROADCAST_CAPACITY: usize = 65_536;
-
 pub(crate) struct EventBus {
     sender: broadcast::Sender<EventEnvelope>,
     store: Arc<dyn ThreadStore>,
 }
 
 impl EventBus {
-    pub fn new(store: Arc<dyn ThreadStore>) -> Self {
-        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+    /// A subscriber more than `capacity` events behind gets
+    /// `RecvError::Lagged` and must catch up from the persisted log.
+    pub fn new(store: Arc<dyn ThreadStore>, capacity: usize) -> Self {
+        let (sender, _) = broadcast::channel(capacity);
         Self { sender, store }
     }
 

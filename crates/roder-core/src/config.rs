@@ -74,6 +74,11 @@ pub struct RuntimeConfig {
     /// (the initial value of `Runtime::set_allow_local_workspaces`). Hosted
     /// deployments set it to false so nothing ever touches the host.
     pub allow_local_workspaces: bool,
+    /// Events the broadcast bus buffers per subscriber. Memory is allocated
+    /// up front (a few hundred bytes a slot); a subscriber that falls further
+    /// behind gets `RecvError::Lagged` and catches up from the persisted log
+    /// (`Runtime::read_thread_events`).
+    pub event_buffer_capacity: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -101,6 +106,7 @@ impl Default for RuntimeConfig {
             team_data_dir: None,
             roadmap_data_dir: None,
             allow_local_workspaces: true,
+            event_buffer_capacity: 4_096,
         }
     }
 }
@@ -140,6 +146,9 @@ impl RuntimeConfig {
         }
         if self.command_shell.program.trim().is_empty() {
             anyhow::bail!("command_shell.program is empty; set a shell such as \"sh\"");
+        }
+        if self.event_buffer_capacity == 0 {
+            anyhow::bail!("event_buffer_capacity must be at least 1");
         }
         if self.reliability.max_attempts == 0 {
             anyhow::bail!("reliability.max_attempts must be at least 1");

@@ -84,12 +84,13 @@ impl Runtime {
             None => Arc::new(MemoryThreadStore::default()),
         };
         let allow_local_workspaces = AtomicBool::new(config.allow_local_workspaces);
+        let bus = Arc::new(EventBus::new(store.clone(), config.event_buffer_capacity));
         Ok(Runtime {
             config,
             engines: registry.inference_engines,
             providers: registry.remote_runner_providers,
             tools,
-            bus: Arc::new(EventBus::new(store.clone())),
+            bus,
             store,
             threads: ThreadTable::default(),
             sessions: SessionCache::default(),

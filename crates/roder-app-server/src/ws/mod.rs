@@ -7,6 +7,7 @@
 
 mod auth;
 
+use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,7 +126,7 @@ impl WsServer {
 
     /// Serves until the listener fails.
     pub async fn serve(self) -> anyhow::Result<()> {
-        axum::serve(self.listener, self.router)
+        axum::serve(self.listener.tap_io(no_delay), self.router)
             .await
             .context("WebSocket server failed")
     }
@@ -142,7 +143,7 @@ impl WsServer {
             shutdown.await;
             state.closing.send_replace(true);
         };
-        axum::serve(self.listener, self.router)
+        axum::serve(self.listener.tap_io(no_delay), self.router)
             .with_graceful_shutdown(signal)
             .await
             .context("WebSocket server failed")
@@ -249,4 +250,11 @@ async fn feed(
 ) -> Result<(), axum::Error> {
     let text = serde_json::to_string(message).map_err(axum::Error::new)?;
     sink.feed(Message::Text(text.into())).await
+}
+
+/// Small frames (SSE chunks, notifications) go out at once: without
+/// `TCP_NODELAY`, Nagle's algorithm meets the peer's delayed ACK and adds
+/// ~40 ms to every exchange.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
 }

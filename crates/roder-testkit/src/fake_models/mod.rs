@@ -23,6 +23,7 @@ mod openai_responses;
 mod script;
 mod server;
 
+use axum::serve::ListenerExt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +55,7 @@ impl FakeModelServer {
         let app = server::router(shared.clone());
         let task = tokio::spawn(async move {
             // The server lives until the handle is dropped (aborted).
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(listener.tap_io(no_delay), app).await;
         });
         Ok(Self { addr, shared, task })
     }
@@ -136,4 +137,11 @@ impl Drop for FakeModelServer {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Small frames (SSE chunks, notifications) go out at once: without
+/// `TCP_NODELAY`, Nagle's algorithm meets the peer's delayed ACK and adds
+/// ~40 ms to every exchange.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
 }

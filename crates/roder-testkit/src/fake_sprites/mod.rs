@@ -27,6 +27,7 @@ mod fs;
 mod routes;
 mod state;
 
+use axum::serve::ListenerExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -121,7 +122,7 @@ impl FakeSpritesServer {
         let app = routes::router(Arc::clone(&shared));
         let task = tokio::spawn(async move {
             // Serving only ends when the task is aborted on drop.
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(listener.tap_io(no_delay), app).await;
         });
         Ok(Self {
             shared,
@@ -263,3 +264,10 @@ impl Drop for FakeSpritesServer {
 
 #[cfg(test)]
 mod tests;
+
+/// Small frames (SSE chunks, notifications) go out at once: without
+/// `TCP_NODELAY`, Nagle's algorithm meets the peer's delayed ACK and adds
+/// ~40 ms to every exchange.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
+}
