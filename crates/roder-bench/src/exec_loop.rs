@@ -1,9 +1,12 @@
 //! `exec-loop`: the `roder` binary end to end. `roder exec` runs against a
 //! fake Chat Completions server (in this process) that scripts N
 //! `exec_command` calls of `true`; the same with 0 calls is subtracted and
-//! the difference divided by N. CPU and peak RSS come from the kernel's
-//! accounting of this process's children (the `roder` process and the
-//! commands it ran).
+//! the difference divided by N. CPU comes from the kernel's accounting of
+//! this process's children (the `roder` process and the commands it ran).
+//! Peak RSS is `roder`'s own, measured by GNU time (`/usr/bin/time`, which
+//! forks from a small process): the kernel's per-child maximum would also
+//! count this benchmark's own memory, which a child spawned with vfork
+//! inherits into its accounting until it execs.
 //!
 //! Needs the release binary: `cargo build --release -p roder-cli` (looked up
 //! next to this benchmark's own executable, or at `$RODER_BIN`).
@@ -22,7 +25,11 @@ const REPEATS: usize = 5;
 struct Sample {
     wall_ms: f64,
     cpu_ms: f64,
+    /// `roder`'s peak RSS in KiB, when GNU time is installed.
+    peak_kib: Option<u64>,
 }
+
+const GNU_TIME: &str = "/usr/bin/time";
 
 pub async fn run() -> anyhow::Result<()> {
     let roder = binary()?;
@@ -43,7 +50,11 @@ pub async fn run() -> anyhow::Result<()> {
         empty.push(exec(&roder, &server, home.path(), workspace.path(), 0).await?);
         full.push(exec(&roder, &server, home.path(), workspace.path(), STEPS).await?);
     }
-    let peak_rss_mib = children_usage()?.1 as f64 / 1024.0;
+    let peak_kib = full
+        .iter()
+        .chain(&empty)
+        .filter_map(|sample| sample.peak_kib)
+        .max();
     let per_step = |pick: fn(&Sample) -> f64| {
         let mut base: Vec<f64> = empty.iter().map(pick).collect();
         let mut loaded: Vec<f64> = full.iter().map(pick).collect();
@@ -66,7 +77,18 @@ pub async fn run() -> anyhow::Result<()> {
         "ms",
         context.clone(),
     );
-    print("exec-loop", "peak_rss_mib", peak_rss_mib, "MiB", context);
+    match peak_kib {
+        Some(kib) => print(
+            "exec-loop",
+            "peak_rss_mib",
+            kib as f64 / 1024.0,
+            "MiB",
+            context,
+        ),
+        None => {
+            eprintln!("exec-loop: peak_rss_mib needs GNU time ({GNU_TIME}; apt-get install time)")
+        }
+    }
     Ok(())
 }
 
@@ -83,8 +105,8 @@ fn binary() -> anyhow::Result<PathBuf> {
     Ok(beside)
 }
 
-/// (user+system CPU ms, max RSS KiB) of all waited-for children.
-fn children_usage() -> anyhow::Result<(f64, i64)> {
+/// User+system CPU ms of all waited-for children.
+fn children_cpu_ms() -> anyhow::Result<f64> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a whole rusage into the pointer it is given.
     let status = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
@@ -92,7 +114,7 @@ fn children_usage() -> anyhow::Result<(f64, i64)> {
     // SAFETY: initialised by the successful call above.
     let usage = unsafe { usage.assume_init() };
     let ms = |time: libc::timeval| time.tv_sec as f64 * 1000.0 + time.tv_usec as f64 / 1000.0;
-    Ok((ms(usage.ru_utime) + ms(usage.ru_stime), usage.ru_maxrss))
+    Ok(ms(usage.ru_utime) + ms(usage.ru_stime))
 }
 
 async fn exec(
@@ -111,9 +133,21 @@ async fn exec(
         )]));
     }
     server.push(ChatStream::text_reply("done"));
-    let cpu_before = children_usage()?.0;
+    let rss_file = tempfile::NamedTempFile::new()?;
+    let gnu_time = std::path::Path::new(GNU_TIME).exists();
+    let mut command = if gnu_time {
+        let mut command = tokio::process::Command::new(GNU_TIME);
+        command
+            .args(["-f", "%M", "-o"])
+            .arg(rss_file.path())
+            .arg(roder);
+        command
+    } else {
+        tokio::process::Command::new(roder)
+    };
+    let cpu_before = children_cpu_ms()?;
     let started = Instant::now();
-    let output = tokio::process::Command::new(roder)
+    let output = command
         .args(["exec", "run true repeatedly"])
         .current_dir(workspace)
         .env("RODER_HOME", home)
@@ -121,7 +155,7 @@ async fn exec(
         .output()
         .await?;
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let cpu_ms = children_usage()?.0 - cpu_before;
+    let cpu_ms = children_cpu_ms()? - cpu_before;
     anyhow::ensure!(
         output.status.success(),
         "roder exec failed: {}",
@@ -131,5 +165,18 @@ async fn exec(
         server.remaining_replies() == 0,
         "the script was not used up"
     );
-    Ok(Sample { wall_ms, cpu_ms })
+    let peak_kib = if gnu_time {
+        tokio::fs::read_to_string(rss_file.path())
+            .await?
+            .trim()
+            .parse()
+            .ok()
+    } else {
+        None
+    };
+    Ok(Sample {
+        wall_ms,
+        cpu_ms,
+        peak_kib,
+    })
 }
