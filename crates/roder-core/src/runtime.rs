@@ -219,9 +219,8 @@ impl Runtime {
         thread_id: &str,
         cursor: u64,
     ) -> anyhow::Result<ThreadEventsPage> {
-        let thread = self.thread_state(thread_id).await?;
-        // The log lock orders this read after any append in progress.
-        let last_seq = thread.log.lock().await.next_seq - 1;
+        // Taken under the log lock: ordered after any append in progress.
+        let last_seq = self.last_seq(thread_id).await?;
         if cursor > last_seq {
             return Err(RuntimeError::CursorOutOfRange {
                 thread_id: thread_id.to_string(),
@@ -266,7 +265,16 @@ impl Runtime {
             .insert_if_absent(ThreadState::new(thread_id.to_string(), last_seq)))
     }
 
-    pub(crate) async fn thread_metadata(&self, thread_id: &str) -> anyhow::Result<ThreadMetadata> {
+    /// The `seq` of a thread's last persisted event (0 before any), without
+    /// reading its log once the thread is live in this runtime.
+    pub async fn last_seq(&self, thread_id: &str) -> anyhow::Result<u64> {
+        let thread = self.thread_state(thread_id).await?;
+        let cursor = thread.log.lock().await;
+        Ok(cursor.next_seq - 1)
+    }
+
+    /// A thread's metadata (without its events).
+    pub async fn thread_metadata(&self, thread_id: &str) -> anyhow::Result<ThreadMetadata> {
         self.store
             .load_metadata(thread_id)
             .await?

@@ -1,7 +1,7 @@
 //! `thread/*`.
 
 use roder_api::thread::ThreadMetadata;
-use roder_core::{CreateThreadRequest, RuntimeError, ThreadRunnerSelection};
+use roder_core::{CreateThreadRequest, ThreadRunnerSelection};
 use serde_json::Value;
 
 use crate::connection::Context;
@@ -221,18 +221,18 @@ pub(crate) async fn archive(
     })
 }
 
-/// A thread's metadata and last seq.
+/// A thread's metadata and last seq, without reading its whole log.
 async fn load(context: &Context, thread_id: &str) -> Result<(ThreadMetadata, u64), RpcError> {
-    let not_found =
-        || RpcError::from_runtime(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
-    let snapshot = context
+    let metadata = context
         .runtime
-        .load_thread(thread_id)
+        .thread_metadata(thread_id)
         .await
-        .map_err(RpcError::from_runtime)?
-        .ok_or_else(not_found)?;
-    let last_seq = snapshot.last_seq();
-    let metadata = snapshot.metadata.ok_or_else(not_found)?;
+        .map_err(RpcError::from_runtime)?;
+    let last_seq = context
+        .runtime
+        .last_seq(thread_id)
+        .await
+        .map_err(RpcError::from_runtime)?;
     Ok((metadata, last_seq))
 }
 
