@@ -3,6 +3,7 @@
 //!
 //! Machine-dependent figures are reported next to a baseline measured in the
 //! same run, because these machines are shared and noisy.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod app_server;
 mod exec_loop;

@@ -2,6 +2,7 @@
 //!
 //! Everything here is real enough to fail: the fake servers speak their
 //! service's wire format over real TCP on 127.0.0.1.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod fake_models;
 pub mod fake_sprites;
