@@ -88,6 +88,9 @@ pub enum ThreadsCommand {
     List,
     /// One thread's conversation.
     Show { thread_id: String },
+    /// Delete a thread (its worktree, if any, is kept; see `roder runners gc`
+    /// for its sandbox).
+    Delete { thread_id: String },
 }
 
 #[derive(Debug, Subcommand)]

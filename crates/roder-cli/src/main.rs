@@ -57,6 +57,9 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Threads {
             command: ThreadsCommand::Show { thread_id },
         } => threads_cmd::show(&settings, &thread_id).await,
+        Command::Threads {
+            command: ThreadsCommand::Delete { thread_id },
+        } => threads_cmd::delete(&settings, &thread_id).await,
         Command::Runners {
             command: RunnersCommand::Gc,
         } => runners_cmd::gc(&settings).await,

@@ -7,6 +7,7 @@ use roder_api::transcript::TranscriptItem;
 use roder_ext_jsonl_thread_store::store::JsonlThreadStore;
 
 use crate::config::Settings;
+use crate::wiring;
 
 fn store(settings: &Settings) -> JsonlThreadStore {
     JsonlThreadStore {
@@ -80,5 +81,15 @@ pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCo
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn delete(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCode> {
+    let workspace = std::env::current_dir()?;
+    let wired = wiring::runtime(settings, &workspace, |_| {})?;
+    let outcome = wired.runtime.delete_thread(thread_id).await;
+    wired.shutdown().await;
+    outcome?;
+    eprintln!("roder: deleted thread {thread_id}");
     Ok(ExitCode::SUCCESS)
 }

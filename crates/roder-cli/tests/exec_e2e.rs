@@ -147,6 +147,27 @@ async fn exec_runs_tools_answers_on_stdout_and_continues_a_thread() {
     let listed = roder(home.path(), workspace.path(), &["threads", "list"]).await;
     assert_eq!(listed.code, Some(0));
     assert!(listed.stdout.contains(&thread_id));
+    let shown = roder(
+        home.path(),
+        workspace.path(),
+        &["threads", "show", &thread_id],
+    )
+    .await;
+    assert!(
+        shown.stdout.contains("assistant: Still here."),
+        "{}",
+        shown.stdout
+    );
+
+    let deleted = roder(
+        home.path(),
+        workspace.path(),
+        &["threads", "delete", &thread_id],
+    )
+    .await;
+    assert_eq!(deleted.code, Some(0), "{}", deleted.stderr);
+    let listed = roder(home.path(), workspace.path(), &["threads", "list"]).await;
+    assert!(!listed.stdout.contains(&thread_id));
 }
 
 #[tokio::test]

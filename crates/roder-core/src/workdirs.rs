@@ -89,7 +89,8 @@ impl Runtime {
     }
 
     /// Deletes a thread's metadata and log. Refused while a turn runs. Its
-    /// working directory stays (unbound, so it can be claimed or cleaned up).
+    /// working directory stays (unbound, so it can be claimed or cleaned up);
+    /// its live runner session is closed.
     pub async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
         let thread = self.thread_state(thread_id).await?;
         if let Some(active) = thread.active_turn() {
@@ -111,7 +112,14 @@ impl Runtime {
         {
             materializer.unbind(id, thread_id).await?;
         }
-        self.sessions.evict(thread_id);
+        // A live sandbox is closed, which removes it unless its destination
+        // says to keep it; one this process never opened is left to the
+        // provider's garbage collection (`roder runners gc`).
+        if let Some(session) = self.sessions.evict(thread_id)
+            && let Err(error) = session.close().await
+        {
+            tracing::warn!("could not close the runner session of thread {thread_id}: {error:#}");
+        }
         self.store.delete_thread(thread_id).await?;
         self.threads.remove(thread_id);
         Ok(())

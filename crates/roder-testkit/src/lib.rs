@@ -6,6 +6,8 @@
 
 pub mod fake_models;
 pub mod fake_sprites;
+pub mod mock_runner;
 pub mod scripted_engine;
 
+pub use mock_runner::{MOCK_RUNNER_ID, MockRunnerProvider};
 pub use scripted_engine::{ScriptedEngine, ScriptedRound, final_round, tool_call, tool_round};

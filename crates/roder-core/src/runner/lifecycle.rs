@@ -109,7 +109,8 @@ impl Runtime {
         let state = session.detach().await?;
         self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Detached, &state)
             .await?;
-        self.sessions.evict(thread_id);
+        // Detached: the sandbox lives on for a later rejoin.
+        let _ = self.sessions.evict(thread_id);
         Ok(state)
     }
 

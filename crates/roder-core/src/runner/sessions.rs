@@ -120,9 +120,13 @@ impl SessionCache {
             .insert(thread_id.to_string(), Slot::Ready(session));
     }
 
-    /// Forgets the thread's session (after a detach). An initialization in
-    /// flight is left to finish; its result is then dropped.
-    pub fn evict(&self, thread_id: &str) {
-        self.slots().by_thread.remove(thread_id);
+    /// Forgets the thread's session (after a detach) and returns it if it
+    /// was live. An initialization in flight is left to finish; its result
+    /// is then dropped.
+    pub fn evict(&self, thread_id: &str) -> Option<Arc<dyn RemoteRunnerSession>> {
+        match self.slots().by_thread.remove(thread_id) {
+            Some(Slot::Ready(session)) => Some(session),
+            _ => None,
+        }
     }
 }
