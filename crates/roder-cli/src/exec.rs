@@ -55,6 +55,9 @@ async fn run_turn(
         }
         None => create_thread(runtime, settings, args, workspace).await?,
     };
+    // Registered before the turn starts, so an early Ctrl-C interrupts the
+    // turn instead of killing the process.
+    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut request = StartTurnRequest::new(&thread_id, &args.prompt);
     request.workspace = workspace.display().to_string();
     let turn_id = runtime.start_turn(request).await?;
@@ -75,7 +78,7 @@ async fn run_turn(
                     break ending;
                 }
             }
-            _ = tokio::signal::ctrl_c(), if !interrupted => {
+            _ = interrupts.recv(), if !interrupted => {
                 interrupted = true;
                 progress.note("interrupting the turn…");
                 runtime.interrupt_turn(&thread_id, &turn_id).await?;

@@ -245,3 +245,55 @@ async fn config_errors_name_the_key_and_missing_keys_name_the_variable() {
     assert_eq!(run.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("ANTHROPIC_API_KEY"), "{stderr}");
 }
+
+#[tokio::test]
+async fn ctrl_c_interrupts_the_turn_and_saves_the_thread() {
+    use roder_testkit::fake_models::FakeReply;
+
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/m\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(FakeReply::Hang);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "think forever"])
+        .current_dir(workspace.path())
+        .env("RODER_HOME", home.path())
+        .env_remove("RODER_MODEL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The model request has arrived: the turn is running.
+    server
+        .wait_for_requests(1, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let thread_id = thread_id_from(&stderr);
+    let events = std::fs::read_to_string(
+        home.path()
+            .join("threads")
+            .join(&thread_id)
+            .join("events.jsonl"),
+    )
+    .unwrap();
+    assert!(events.lines().last().unwrap().contains("turn_interrupted"));
+}
