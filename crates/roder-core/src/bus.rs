@@ -72,6 +72,9 @@ impl EventBus {
                 "could not persist event of thread \"{thread_id}\": {error:#}"
             ));
         }
+        if let RoderEvent::TranscriptItemAppended(appended) = &envelope.event {
+            cursor.transcript.push(appended.item.clone());
+        }
         // No receivers is fine: nobody is watching.
         let _ = self.sender.send(envelope.clone());
         Ok(envelope)

@@ -182,9 +182,9 @@ impl Runtime {
             updated_at: now,
         };
         self.store.create_thread(metadata.clone()).await?;
-        let thread = self
-            .threads
-            .insert_if_absent(ThreadState::new(thread_id.clone(), 0));
+        let thread =
+            self.threads
+                .insert_if_absent(ThreadState::new(thread_id.clone(), 0, Vec::new()));
         self.bus
             .emit(
                 &thread,
@@ -254,15 +254,16 @@ impl Runtime {
         if self.store.load_metadata(thread_id).await?.is_none() {
             return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
         }
-        let last_seq = self
-            .store
-            .load_events(thread_id, 0)
-            .await?
-            .last()
-            .map_or(0, |event| event.seq);
-        Ok(self
-            .threads
-            .insert_if_absent(ThreadState::new(thread_id.to_string(), last_seq)))
+        let snapshot = ThreadSnapshot {
+            thread_id: thread_id.to_string(),
+            metadata: None,
+            events: self.store.load_events(thread_id, 0).await?,
+        };
+        Ok(self.threads.insert_if_absent(ThreadState::new(
+            thread_id.to_string(),
+            snapshot.last_seq(),
+            snapshot.transcript(),
+        )))
     }
 
     /// The `seq` of a thread's last persisted event (0 before any), without

@@ -2,11 +2,13 @@
 //!
 //! A thread's state is loaded lazily from the store the first time the
 //! runtime touches the thread, so a runtime over an existing store continues
-//! each log where it ended.
+//! each log where it ended. The runtime is the single writer of its threads'
+//! logs, so what it loaded once stays true.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use roder_api::transcript::TranscriptItem;
 use tokio_util::sync::CancellationToken;
 
 /// The turn a thread is running. At most one per thread.
@@ -31,14 +33,18 @@ pub(crate) struct ThreadState {
 
 pub(crate) struct LogCursor {
     pub next_seq: u64,
+    /// The conversation so far, kept in step with the log's
+    /// `TranscriptItemAppended` events, so a turn never re-reads the log.
+    pub transcript: Vec<TranscriptItem>,
 }
 
 impl ThreadState {
-    pub fn new(thread_id: String, last_seq: u64) -> Self {
+    pub fn new(thread_id: String, last_seq: u64, transcript: Vec<TranscriptItem>) -> Self {
         Self {
             thread_id,
             log: tokio::sync::Mutex::new(LogCursor {
                 next_seq: last_seq + 1,
+                transcript,
             }),
             metadata_lock: tokio::sync::Mutex::new(()),
             active: Mutex::new(None),

@@ -94,11 +94,7 @@ impl Runtime {
             }
             None => TurnWorkspace::Local(PathBuf::from(&metadata.workspace)),
         };
-        let mut transcript = self
-            .load_thread(&metadata.thread_id)
-            .await?
-            .map(|snapshot| snapshot.transcript())
-            .unwrap_or_default();
+        let mut transcript = thread.log.lock().await.transcript.clone();
         let developer_context = self
             .developer_context(&metadata, request.developer_context.as_deref(), &workspace)
             .await;
