@@ -12,16 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use roder_api::extension::{ExtensionRegistryBuilder, InferenceEngineId};
-use roder_api::inference::{
-    AgentInferenceRequest, CompletionMetadata, InferenceCapabilities, InferenceEngine,
-    InferenceEvent, InferenceEventStream, InferenceProviderContext, InferenceTurnContext,
-    MessageDelta, ModelDescriptor, ToolCallCompleted,
-};
-use roder_api::transcript::TranscriptItem;
+use roder_api::extension::ExtensionRegistryBuilder;
 use roder_app_server::{WsServerConfig, bind_ws};
 use roder_core::{Runtime, RuntimeConfig};
 use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_testkit::ToolLoopEngine;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -29,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::figure::{median, print};
+use crate::figure::{median, percentile, print};
 
 const CLIENTS: usize = 100;
 const TOOL_CALLS: usize = 3;
@@ -47,7 +42,12 @@ async fn measure() -> anyhow::Result<()> {
     let store = tempfile::tempdir()?;
     tokio::fs::write(workspace.path().join("README.md"), "bench\n").await?;
     let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(Arc::new(ToolsThenAnswer { calls: TOOL_CALLS }));
+    builder.inference_engine(Arc::new(ToolLoopEngine::new(
+        "read_file",
+        r#"{"path":"README.md"}"#,
+        TOOL_CALLS,
+        "read it",
+    )));
     builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
         base_path: store.path().to_path_buf(),
     }));
@@ -234,83 +234,5 @@ impl RpcClient {
             }
             return Ok(message);
         }
-    }
-}
-
-/// The `fraction` percentile of `samples` (which it sorts), nearest rank.
-fn percentile(samples: &mut [f64], fraction: f64) -> f64 {
-    samples.sort_by(|a, b| a.total_cmp(b));
-    if samples.is_empty() {
-        return 0.0;
-    }
-    let rank = (fraction * samples.len() as f64).ceil() as usize;
-    samples[rank.clamp(1, samples.len()) - 1]
-}
-
-/// A model that calls `read_file` `calls` times, then answers. It decides
-/// from the request's transcript, so concurrent turns never share a script.
-struct ToolsThenAnswer {
-    calls: usize,
-}
-
-#[async_trait::async_trait]
-impl InferenceEngine for ToolsThenAnswer {
-    fn id(&self) -> InferenceEngineId {
-        roder_api::catalog::PROVIDER_MOCK.to_string()
-    }
-
-    fn capabilities(&self) -> InferenceCapabilities {
-        InferenceCapabilities::coding_agent_default()
-    }
-
-    async fn list_models(
-        &self,
-        _ctx: InferenceProviderContext<'_>,
-    ) -> anyhow::Result<Vec<ModelDescriptor>> {
-        Ok(vec![ModelDescriptor {
-            id: "mock".to_string(),
-            display_name: None,
-            context_window: None,
-        }])
-    }
-
-    async fn stream_turn(
-        &self,
-        _ctx: InferenceTurnContext<'_>,
-        request: AgentInferenceRequest,
-    ) -> anyhow::Result<InferenceEventStream> {
-        let done = request
-            .transcript
-            .iter()
-            .rev()
-            .take_while(|item| !matches!(item, TranscriptItem::UserMessage { .. }))
-            .filter(|item| matches!(item, TranscriptItem::ToolResult { .. }))
-            .count();
-        let (event, stop) = if done < self.calls {
-            (
-                InferenceEvent::ToolCallCompleted(ToolCallCompleted {
-                    id: format!("call-{done}"),
-                    name: "read_file".to_string(),
-                    arguments: r#"{"path":"README.md"}"#.to_string(),
-                }),
-                "tool_calls",
-            )
-        } else {
-            (
-                InferenceEvent::MessageDelta(MessageDelta {
-                    text: "read it".to_string(),
-                    phase: None,
-                }),
-                "stop",
-            )
-        };
-        let events = vec![
-            Ok(event),
-            Ok(InferenceEvent::Completed(CompletionMetadata {
-                stop_reason: Some(stop.to_string()),
-                provider_response_id: None,
-            })),
-        ];
-        Ok(futures::stream::iter(events).boxed())
     }
 }

@@ -23,3 +23,33 @@ pub fn median(samples: &mut [f64]) -> f64 {
         n => (samples[n / 2 - 1] + samples[n / 2]) / 2.0,
     }
 }
+
+/// The nearest-rank `fraction` percentile of `samples` (which it sorts).
+pub fn percentile(samples: &mut [f64], fraction: f64) -> f64 {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let rank = (fraction * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let mut samples: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&mut samples, 0.95), 19.0);
+        assert_eq!(percentile(&mut samples, 0.5), 10.0);
+        assert_eq!(percentile(&mut [3.0], 0.95), 3.0);
+        assert_eq!(percentile(&mut [], 0.95), 0.0);
+    }
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

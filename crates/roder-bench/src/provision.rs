@@ -18,7 +18,7 @@ use roder_api::remote_runner::{RemoteRunnerProvider, RunnerDestination, RunnerMa
 use roder_ext_runner_docker::DockerRunnerProvider;
 use serde_json::{Value, json};
 
-use crate::figure::{median, print};
+use crate::figure::{median, percentile, print};
 
 /// The image `scripts/build-sandbox-image.sh` builds.
 const IMAGE: &str = "roder-sandbox:latest";
@@ -276,16 +276,6 @@ async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Nearest-rank percentile of `samples` (which it sorts).
-fn percentile(samples: &mut [f64], fraction: f64) -> f64 {
-    samples.sort_by(|a, b| a.total_cmp(b));
-    if samples.is_empty() {
-        return 0.0;
-    }
-    let rank = (fraction * samples.len() as f64).ceil() as usize;
-    samples[rank.clamp(1, samples.len()) - 1]
-}
-
 fn ms(elapsed: Duration) -> f64 {
     elapsed.as_secs_f64() * 1000.0
 }
@@ -301,18 +291,4 @@ fn uuid_like() -> String {
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or(0);
     format!("{nanos:x}-{}", std::process::id())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_use_the_nearest_rank() {
-        let mut samples: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(percentile(&mut samples, 0.95), 19.0);
-        assert_eq!(percentile(&mut samples, 0.5), 10.0);
-        assert_eq!(percentile(&mut [3.0], 0.95), 3.0);
-        assert_eq!(percentile(&mut [], 0.95), 0.0);
-    }
 }

@@ -6,72 +6,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
-use roder_api::catalog::PROVIDER_MOCK;
 use roder_api::events::RoderEvent;
-use roder_api::extension::{ExtensionRegistryBuilder, InferenceEngineId};
-use roder_api::inference::{
-    AgentInferenceRequest, CompletionMetadata, InferenceCapabilities, InferenceEngine,
-    InferenceEvent, InferenceEventStream, InferenceProviderContext, InferenceTurnContext,
-    MessageDelta, ModelDescriptor, ToolCallCompleted,
-};
-use roder_api::transcript::TranscriptItem;
+use roder_api::extension::ExtensionRegistryBuilder;
 use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
 use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_testkit::ToolLoopEngine;
 use serde_json::json;
 
 use crate::figure::print;
-
-/// Writes a file on the first request of a turn, answers on the next.
-struct WriteThenAnswer;
-
-#[async_trait::async_trait]
-impl InferenceEngine for WriteThenAnswer {
-    fn id(&self) -> InferenceEngineId {
-        PROVIDER_MOCK.to_string()
-    }
-
-    fn capabilities(&self) -> InferenceCapabilities {
-        InferenceCapabilities::coding_agent_default()
-    }
-
-    async fn list_models(
-        &self,
-        _ctx: InferenceProviderContext<'_>,
-    ) -> anyhow::Result<Vec<ModelDescriptor>> {
-        Ok(Vec::new())
-    }
-
-    async fn stream_turn(
-        &self,
-        _ctx: InferenceTurnContext<'_>,
-        request: AgentInferenceRequest,
-    ) -> anyhow::Result<InferenceEventStream> {
-        let first = matches!(
-            request.transcript.last(),
-            Some(TranscriptItem::UserMessage { .. })
-        );
-        let mut events = Vec::new();
-        if first {
-            events.push(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
-                id: "write".to_string(),
-                name: "write_file".to_string(),
-                arguments: r#"{"path":"out.txt","content":"written by a benchmark thread\n"}"#
-                    .to_string(),
-            }));
-        } else {
-            events.push(InferenceEvent::MessageDelta(MessageDelta {
-                text: "done".to_string(),
-                phase: None,
-            }));
-        }
-        events.push(InferenceEvent::Completed(CompletionMetadata {
-            stop_reason: Some(if first { "tool_calls" } else { "stop" }.to_string()),
-            provider_response_id: None,
-        }));
-        Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
-    }
-}
 
 /// A field of /proc/self/status in KiB.
 fn status_kib(field: &str) -> anyhow::Result<u64> {
@@ -141,7 +83,12 @@ async fn run_threads(count: usize) -> anyhow::Result<f64> {
     let root = tempfile::tempdir()?;
     let store = root.path().join("store");
     let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(Arc::new(WriteThenAnswer));
+    builder.inference_engine(Arc::new(ToolLoopEngine::new(
+        "write_file",
+        r#"{"path":"out.txt","content":"written by a benchmark thread\n"}"#,
+        1,
+        "done",
+    )));
     builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory { base_path: store }));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(root.path())?);
     let runtime = Arc::new(Runtime::new(builder.build()?, RuntimeConfig::default())?);

@@ -8,6 +8,8 @@ pub mod fake_models;
 pub mod fake_sprites;
 pub mod mock_runner;
 pub mod scripted_engine;
+pub mod tool_loop_engine;
 
 pub use mock_runner::{MOCK_RUNNER_ID, MockRunnerProvider};
 pub use scripted_engine::{ScriptedEngine, ScriptedRound, final_round, tool_call, tool_round};
+pub use tool_loop_engine::ToolLoopEngine;
