@@ -31,7 +31,7 @@ use crate::runner::execution_lock::{local_key, session_key};
 use crate::runner::lease::LeaseGuard;
 use crate::runtime::Runtime;
 use crate::turn::plan::{TurnPlan, TurnWorkspace};
-use crate::turn::round::cancellable;
+use crate::turn::round::{cancellable, emit};
 
 /// A tool's result and whether it ran on this host.
 pub(crate) struct RoutedResult {
@@ -211,35 +211,31 @@ async fn external(
 ) -> anyhow::Result<ToolResult> {
     let pending = runtime.external.register();
     let request_id = pending.request_id.clone();
-    runtime
-        .bus
-        .emit(
-            &plan.thread,
-            Some(&plan.turn_id),
-            RoderEvent::ExternalToolCallRequested(ExternalToolCallRequested {
-                request_id: request_id.clone(),
-                thread_id: plan.thread_id().to_string(),
-                turn_id: plan.turn_id.clone(),
-                call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            }),
-        )
-        .await?;
+    emit(
+        runtime,
+        plan,
+        RoderEvent::ExternalToolCallRequested(ExternalToolCallRequested {
+            request_id: request_id.clone(),
+            thread_id: plan.thread_id().to_string(),
+            turn_id: plan.turn_id.clone(),
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }),
+    )
+    .await?;
     let resolution = cancellable(&plan.active.cancellation, pending.wait()).await?;
-    runtime
-        .bus
-        .emit(
-            &plan.thread,
-            Some(&plan.turn_id),
-            RoderEvent::ExternalToolCallResolved(ExternalToolCallResolved {
-                request_id,
-                thread_id: plan.thread_id().to_string(),
-                turn_id: plan.turn_id.clone(),
-                is_error: resolution.is_error,
-            }),
-        )
-        .await?;
+    emit(
+        runtime,
+        plan,
+        RoderEvent::ExternalToolCallResolved(ExternalToolCallResolved {
+            request_id,
+            thread_id: plan.thread_id().to_string(),
+            turn_id: plan.turn_id.clone(),
+            is_error: resolution.is_error,
+        }),
+    )
+    .await?;
     Ok(ToolResult {
         id: call.id.clone(),
         name: call.name.clone(),

@@ -93,11 +93,7 @@ async fn close_open_calls(runtime: &Runtime, plan: &TurnPlan, open_calls: &OpenC
             }),
         ];
         for event in events {
-            if let Err(error) = runtime
-                .bus
-                .emit(&plan.thread, Some(&plan.turn_id), event)
-                .await
-            {
+            if let Err(error) = round::emit(runtime, plan, event).await {
                 tracing::warn!("could not record an unfinished tool call: {error:#}");
             }
         }

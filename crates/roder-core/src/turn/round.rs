@@ -287,7 +287,12 @@ async fn run_tool_call(
     Ok(result)
 }
 
-async fn emit(runtime: &Runtime, plan: &TurnPlan, event: RoderEvent) -> anyhow::Result<()> {
+/// Numbers, persists and publishes one event of the turn.
+pub(crate) async fn emit(
+    runtime: &Runtime,
+    plan: &TurnPlan,
+    event: RoderEvent,
+) -> anyhow::Result<()> {
     runtime
         .bus
         .emit(&plan.thread, Some(&plan.turn_id), event)
