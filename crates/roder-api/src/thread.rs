@@ -9,6 +9,7 @@ use crate::events::{EventEnvelope, RoderEvent};
 use crate::remote_runner::{RunnerDestination, RunnerSessionState, ThreadRunnerBinding};
 use crate::tools::ToolSpec;
 use crate::transcript::TranscriptItem;
+use crate::writer_lease::{WriterLease, WriterLeaseOutcome, WriterLeaseRequest};
 
 /// Everything about a thread except its events. Rewritten whole on change.
 ///
@@ -116,6 +117,30 @@ pub trait ThreadStore: Send + Sync + 'static {
 
     /// Removes a thread's metadata and log.
     async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()>;
+
+    /// Grants the writer lease of `thread_id` (see [`crate::writer_lease`]),
+    /// or names the live writer that holds it. Never waits for a holder.
+    ///
+    /// The default says this store has no leases, which is right only for a
+    /// store no other process can open.
+    async fn acquire_writer_lease(
+        &self,
+        _thread_id: &str,
+        _request: WriterLeaseRequest,
+    ) -> anyhow::Result<WriterLeaseOutcome> {
+        Ok(WriterLeaseOutcome::Unsupported)
+    }
+
+    /// Appends under a held lease. A store that fences appends refuses one
+    /// whose lease generation is no longer current; the default appends.
+    async fn append_events_leased(
+        &self,
+        _lease: &dyn WriterLease,
+        thread_id: &str,
+        events: &[EventEnvelope],
+    ) -> anyhow::Result<()> {
+        self.append_events(thread_id, events).await
+    }
 }
 
 /// Opens the store a runtime uses.

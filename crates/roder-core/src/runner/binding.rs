@@ -8,6 +8,8 @@ use roder_api::remote_runner::{
     RemoteRunnerProvider, RunnerDestination, RunnerManifest, ThreadRunnerBinding,
 };
 
+use roder_api::runner_workspace::{WORKSPACE_CONFIG_KEY, bound_workspace};
+
 use crate::requests::ThreadRunnerSelection;
 
 pub(crate) type Providers = BTreeMap<String, Arc<dyn RemoteRunnerProvider>>;
@@ -55,7 +57,7 @@ pub(crate) async fn bind_selection(
     let destination = RunnerDestination {
         id: format!("thread-{thread_id}"),
         provider_id: selection.provider_id.clone(),
-        config: selection.config.clone(),
+        config: with_bound_workspace(&selection.config, &selection.workspace)?,
         default_manifest: RunnerManifest::default(),
     };
     provider.validate_destination(&destination).await?;
@@ -82,9 +84,36 @@ pub(crate) fn auto_binding(
     let Some(workspace) = configured.or_else(|| provider.default_workspace()) else {
         return Ok(None);
     };
+    let mut destination = destination.clone();
+    destination.config = with_bound_workspace(&destination.config, &workspace)?;
     Ok(Some(ThreadRunnerBinding {
-        destination: destination.clone(),
+        destination,
         workspace: absolute_runner_path(&workspace, "working_dir")?,
         read_roots: Vec::new(),
     }))
+}
+
+/// `config` with the bound workspace under [`WORKSPACE_CONFIG_KEY`], so the
+/// provider resolves files and runs commands in the root the tools use. A
+/// config that already names a different workspace is refused.
+fn with_bound_workspace(
+    config: &serde_json::Value,
+    workspace: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let mut object = match config {
+        serde_json::Value::Null => serde_json::Map::new(),
+        serde_json::Value::Object(object) => object.clone(),
+        other => anyhow::bail!("runner config must be a JSON object, not {other}"),
+    };
+    match bound_workspace(config) {
+        Some(existing) if existing != workspace => anyhow::bail!(
+            "runner config \"{WORKSPACE_CONFIG_KEY}\" is \"{existing}\" but the thread is bound at \"{workspace}\"; they must be the same"
+        ),
+        _ => {}
+    }
+    object.insert(
+        WORKSPACE_CONFIG_KEY.to_string(),
+        serde_json::Value::String(workspace.to_string()),
+    );
+    Ok(serde_json::Value::Object(object))
 }
