@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::inference::{MessagePhase, TokenUsage};
+use crate::stop_reason::StopReason;
 use crate::remote_runner::RunnerSessionState;
 use crate::transcript::TranscriptItem;
 
@@ -205,6 +206,63 @@ pub struct TurnCompleted {
     pub turn_id: String,
     pub final_message: Option<String>,
     pub usage: TokenUsage,
+    /// Why the model stopped on its last request, when the engine said.
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
+    /// Set when the answer is not whole: cut off by the output limit,
+    /// refused, or ending in a tool call whose arguments were cut off. A
+    /// client must not present such a turn as a plain success.
+    #[serde(default)]
+    pub incomplete: Option<IncompleteAnswer>,
+}
+
+/// Why a completed turn's answer is not the whole answer.
+///
+/// ```
+/// use roder_api::events::IncompleteAnswer;
+///
+/// let cut = IncompleteAnswer::ToolCallTruncated { call_id: "c1".into(), tool_name: Some("write_file".into()) };
+/// assert_eq!(cut.describe(), "the model's output limit cut off the arguments of tool call c1 (write_file)");
+/// assert_eq!(IncompleteAnswer::Refusal.describe(), "the model refused to answer");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum IncompleteAnswer {
+    /// The output-token limit cut the answer off.
+    MaxOutputTokens,
+    /// The model declined; its refusal text is the final message.
+    Refusal,
+    /// The provider's content filter stopped the answer.
+    ContentFilter,
+    /// The output limit cut a tool call off mid-arguments: it was not run.
+    ToolCallTruncated {
+        call_id: String,
+        #[serde(default)]
+        tool_name: Option<String>,
+    },
+}
+
+impl IncompleteAnswer {
+    /// One line for a person (`roder exec` prints it on stderr).
+    pub fn describe(&self) -> String {
+        match self {
+            IncompleteAnswer::MaxOutputTokens => {
+                "the model's output limit cut the answer off".to_string()
+            }
+            IncompleteAnswer::Refusal => "the model refused to answer".to_string(),
+            IncompleteAnswer::ContentFilter => {
+                "the provider's content filter stopped the answer".to_string()
+            }
+            IncompleteAnswer::ToolCallTruncated { call_id, tool_name } => match tool_name {
+                Some(name) => format!(
+                    "the model's output limit cut off the arguments of tool call {call_id} ({name})"
+                ),
+                None => format!(
+                    "the model's output limit cut off the arguments of tool call {call_id}"
+                ),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

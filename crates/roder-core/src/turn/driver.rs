@@ -111,6 +111,8 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
             turn_id,
             final_message: success.final_message,
             usage: success.usage,
+            stop_reason: None,
+            incomplete: None,
         }),
         Ending::Failed(error) => RoderEvent::TurnFailed(TurnFailed {
             thread_id,
