@@ -2,20 +2,39 @@
 //!
 //! It speaks the wire format of `SPRITES_API.md` over real HTTP on
 //! 127.0.0.1: sprite create/get/list/delete, HTTP exec with framed streaming
-//! output, exec session listing and kill, `fs/read` and `fs/write`, and
-//! checkpoints as NDJSON streams. Every request must carry
-//! `Authorization: Bearer <token>` (see [`FakeSpritesServer::token`]);
-//! anything else gets 401 `{"error": …}`.
+//! output, `fs/read` and `fs/write`, and checkpoints as NDJSON streams.
+//! Every request must carry `Authorization: Bearer <token>` (see
+//! [`FakeSpritesServer::token`]); anything else gets 401 `{"error": …}`.
+//!
+//! **It behaves as the live server does** (superfly/sprites-go, `server/api/
+//! exec_http.go`, `exec.go`, `server.go`; `SPRITES_API.md` section 3a), so a
+//! client that passes against it does not fail live for these reasons:
+//!
+//! * An exec without `env` parameters runs with an **empty environment** (no
+//!   `PATH`, no `HOME`); with them, it gets exactly those. `dir` defaults to
+//!   `/home/sprite`.
+//! * A newly created sprite answers its first supervisor-backed requests
+//!   (exec, exec sessions, kill, `fs/*`) with **503 "Process not ready"**
+//!   (plain text): one request by default, see
+//!   [`FakeSpritesServer::set_not_ready_window`]. Adopted sprites
+//!   ([`FakeSpritesServer::insert_sprite`]) are ready.
+//! * Creating a sprite whose name exists answers **409**.
+//! * When an exec's request ends before its command (the client aborted
+//!   it), the command's **process group is SIGKILLed**. `GET /exec` lists
+//!   only tmux sessions, which the fake has none of, so HTTP execs never
+//!   appear there and `kill` on any id is 404.
+//! * An exit by signal reports 255.
 //!
 //! **Commands run on the host.** Each sprite is a directory inside a
 //! temporary directory, standing in for the sprite's filesystem: the sprite
 //! path `/home/sprite/workspace` is `<tempdir>/<sprite>/home/sprite/workspace`
 //! on the host. Exec's `dir` is mapped that way and the command runs there as
 //! a real local process (so its output, exit code and timing are real), but
-//! the command itself sees the host: paths inside its arguments are not
-//! translated, and it can reach anything the test process can. Use relative
-//! paths in commands. Setting `env` replaces the inherited environment, as
-//! the API documents. A killed process reports 128 + signal.
+//! the command itself sees the host: paths inside its arguments and
+//! environment values (`HOME=/home/sprite`) are not translated, and it can
+//! reach anything the test process can. Use relative paths in commands.
+//! Without `PATH` the host's `execvp` default (`/bin:/usr/bin`) finds the
+//! program, much as the live server looks it up with its own `PATH`.
 //!
 //! Fault injection ([`FakeSpritesServer::fail_next`]) makes the next N
 //! requests to a route answer with a status (and `Retry-After`), so clients'
@@ -182,7 +201,9 @@ impl FakeSpritesServer {
             .unwrap_or_default()
     }
 
-    /// Exec sessions of sprite `name` whose process is still running.
+    /// Commands started by exec in sprite `name` that are still running: the
+    /// process, or anything in its process group holding its output pipes.
+    /// (They are not exec *sessions* on the wire; the name is historical.)
     pub fn active_exec_sessions(&self, name: &str) -> usize {
         self.shared
             .lock()
@@ -207,6 +228,37 @@ impl FakeSpritesServer {
         tokio::time::timeout(timeout, wait).await.map_err(|_| {
             anyhow::anyhow!("no exec session became active in sprite {name} within {timeout:?}")
         })
+    }
+
+    /// Waits until nothing started by exec is running in sprite `name` (or
+    /// the sprite is gone), e.g. after a client aborted a request.
+    pub async fn wait_for_no_active_exec(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let mut changes = self.shared.changed.subscribe();
+        let wait = async {
+            while self.active_exec_sessions(name) > 0 {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.map_err(|_| {
+            anyhow::anyhow!(
+                "{} command(s) still running in sprite {name} after {timeout:?}",
+                self.active_exec_sessions(name)
+            )
+        })
+    }
+
+    /// How many supervisor-backed requests each sprite created from now on
+    /// answers with 503 "Process not ready" before it serves them (default
+    /// 1; 0 makes new sprites ready at once). Counted per sprite, injected
+    /// faults first.
+    pub fn set_not_ready_window(&self, requests: usize) {
+        self.shared.lock().not_ready_window = requests;
     }
 
     /// The host path of sprite path `sprite_path` (absolute) in sprite
@@ -251,13 +303,9 @@ impl FakeSpritesServer {
 impl Drop for FakeSpritesServer {
     fn drop(&mut self) {
         self.task.abort();
-        let mut inner = self.shared.lock();
-        for sprite in inner.sprites.values_mut() {
-            for session in sprite.sessions.values_mut() {
-                if let Some(kill) = session.kill.take() {
-                    let _ = kill.send(());
-                }
-            }
+        let inner = self.shared.lock();
+        for sprite in inner.sprites.values() {
+            sprite.abort_all();
         }
     }
 }

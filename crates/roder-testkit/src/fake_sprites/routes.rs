@@ -69,7 +69,48 @@ async fn gate(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         }
         return response;
     }
+    if supervised(route) && take_not_ready(&shared, request.uri().path()) {
+        return not_ready();
+    }
     next.run(request).await
+}
+
+/// Routes the live service serves through the sprite's process supervisor,
+/// behind the middleware that answers 503 while it starts.
+fn supervised(route: FakeRoute) -> bool {
+    matches!(
+        route,
+        FakeRoute::Exec
+            | FakeRoute::ExecSessions
+            | FakeRoute::KillExec
+            | FakeRoute::FsRead
+            | FakeRoute::FsWrite
+    )
+}
+
+/// Uses up one request of the sprite's not-ready window, if it has one left.
+fn take_not_ready(shared: &Shared, path: &str) -> bool {
+    let Some(name) = path.split('/').filter(|p| !p.is_empty()).nth(2) else {
+        return false;
+    };
+    let mut inner = shared.lock();
+    match inner.sprites.get_mut(name) {
+        Some(sprite) if sprite.not_ready > 0 => {
+            sprite.not_ready -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The supervisor middleware's answer: plain text, as Go's `http.Error` writes it.
+fn not_ready() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "Process not ready\n",
+    )
+        .into_response()
 }
 
 fn classify(method: &Method, path: &str) -> FakeRoute {
@@ -160,7 +201,7 @@ async fn create_sprite(State(shared): State<Arc<Shared>>, body: Bytes) -> Respon
             .into_response();
     }
     if shared.lock().sprites.contains_key(name) {
-        return json_error(StatusCode::BAD_REQUEST, "sprite name already taken");
+        return name_taken(name);
     }
     let root = shared.sprite_root(name);
     if let Err(err) = tokio::fs::create_dir_all(root.join("home/sprite")).await {
@@ -168,13 +209,22 @@ async fn create_sprite(State(shared): State<Arc<Shared>>, body: Bytes) -> Respon
     }
     let mut inner = shared.lock();
     if inner.sprites.contains_key(name) {
-        return json_error(StatusCode::BAD_REQUEST, "sprite name already taken");
+        return name_taken(name);
     }
-    let sprite = FakeSprite::new(name);
+    let mut sprite = FakeSprite::new(name);
+    sprite.not_ready = inner.not_ready_window;
     let body = sprite.to_json();
     inner.sprites.insert(name.to_string(), sprite);
     inner.creates += 1;
     (StatusCode::CREATED, axum::Json(body)).into_response()
+}
+
+/// 409, as the live service answers a create for a name that exists.
+fn name_taken(name: &str) -> Response {
+    json_error(
+        StatusCode::CONFLICT,
+        &format!("sprite name {name:?} already exists"),
+    )
 }
 
 async fn list_sprites(
@@ -233,14 +283,10 @@ async fn delete_sprite(State(shared): State<Arc<Shared>>, Path(name): Path<Strin
         }
         removed
     };
-    let Some(mut sprite) = removed else {
+    let Some(sprite) = removed else {
         return sprite_not_found(&name);
     };
-    for session in sprite.sessions.values_mut() {
-        if let Some(kill) = session.kill.take() {
-            let _ = kill.send(());
-        }
-    }
+    sprite.abort_all();
     // The directory may still be some killed process's cwd; removal is best effort.
     let _ = tokio::fs::remove_dir_all(shared.sprite_root(&name)).await;
     StatusCode::NO_CONTENT.into_response()

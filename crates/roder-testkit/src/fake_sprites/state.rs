@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, watch};
 
 use super::FakeRoute;
 
@@ -41,7 +41,7 @@ impl Shared {
 }
 
 /// Mutable state behind the lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inner {
     pub sprites: BTreeMap<String, FakeSprite>,
     pub log: Vec<super::RecordedRequest>,
@@ -52,6 +52,28 @@ pub(crate) struct Inner {
     pub exec_json: bool,
     /// The next checkpoint reports this error in-band (under HTTP 200).
     pub checkpoint_error: Option<String>,
+    /// How many supervisor-backed requests a newly created sprite answers
+    /// with 503 "Process not ready" (see [`FakeSprite::not_ready`]).
+    pub not_ready_window: usize,
+}
+
+/// Requests a new sprite refuses with 503 unless a test sets another
+/// window: the live service's process supervisor is not up at once.
+pub(crate) const DEFAULT_NOT_READY_WINDOW: usize = 1;
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            sprites: BTreeMap::new(),
+            log: Vec::new(),
+            faults: Vec::new(),
+            creates: 0,
+            deletes: 0,
+            exec_json: false,
+            checkpoint_error: None,
+            not_ready_window: DEFAULT_NOT_READY_WINDOW,
+        }
+    }
 }
 
 impl Inner {
@@ -90,9 +112,13 @@ pub(crate) struct FakeSprite {
     pub updated_at: String,
     pub checkpoints: Vec<FakeCheckpoint>,
     pub sessions: BTreeMap<u32, ExecSession>,
+    /// Supervisor-backed requests (exec, exec sessions, kill, fs) still to
+    /// be refused with 503 "Process not ready", as right after a create.
+    pub not_ready: usize,
 }
 
 impl FakeSprite {
+    /// A sprite whose process supervisor is already up (`not_ready` 0).
     pub(crate) fn new(name: &str) -> Self {
         let now = now_rfc3339();
         Self {
@@ -103,6 +129,14 @@ impl FakeSprite {
             updated_at: now,
             checkpoints: Vec::new(),
             sessions: BTreeMap::new(),
+            not_ready: 0,
+        }
+    }
+
+    /// Tells every running command to die with its process group.
+    pub(crate) fn abort_all(&self) {
+        for session in self.sessions.values() {
+            session.abort.notify_one();
         }
     }
 
@@ -129,35 +163,23 @@ pub(crate) struct FakeCheckpoint {
     pub created_at: String,
 }
 
-/// A process started by exec; its id is the host PID, as on Sprites.
+/// A process started by an HTTP exec, keyed by its host PID (which is also
+/// its process group id). Like on the live service it is not an exec
+/// *session*: `GET /exec` lists only tmux sessions, and the fake has none.
+/// It is kept so tests can see what is still running.
 #[derive(Debug)]
 pub(crate) struct ExecSession {
-    pub id: u32,
-    pub command: String,
-    pub workdir: String,
-    pub created: String,
-    /// Present while the process runs and nobody has asked to kill it yet.
-    pub kill: Option<oneshot::Sender<()>>,
-    /// Becomes `Some(exit code)` when the process has exited.
+    /// Notified when the exec's request ends early (client gone), or the
+    /// sprite or server goes away: the supervisor then SIGKILLs the group.
+    pub abort: Arc<Notify>,
+    /// Becomes `Some(exit code)` when the process has exited and every
+    /// holder of its output pipes (its process group) is gone.
     pub exited: watch::Receiver<Option<i32>>,
 }
 
 impl ExecSession {
     pub(crate) fn is_active(&self) -> bool {
         self.exited.borrow().is_none()
-    }
-
-    pub(crate) fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "command": self.command,
-            "workdir": self.workdir,
-            "created": self.created,
-            "bytes_per_second": 0,
-            "is_active": self.is_active(),
-            "last_activity": self.created,
-            "tty": false,
-        })
     }
 }
 

@@ -58,6 +58,23 @@ async fn json_body(response: reqwest::Response) -> Value {
     response.json().await.unwrap()
 }
 
+/// A fake whose new sprites serve at once, for tests about other things.
+async fn ready_fake() -> FakeSpritesServer {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.set_not_ready_window(0);
+    fake
+}
+
+/// The payloads of the frames of `stream` in `chunks`, concatenated.
+fn stream_text(chunks: &[Vec<u8>], stream: u8) -> String {
+    chunks
+        .iter()
+        .filter_map(|c| c.split_first())
+        .filter(|(id, _)| **id == stream)
+        .map(|(_, payload)| String::from_utf8_lossy(payload).into_owned())
+        .collect()
+}
+
 #[tokio::test]
 async fn requests_without_the_token_get_401_json() {
     let fake = FakeSpritesServer::start().await.unwrap();
@@ -85,7 +102,14 @@ async fn sprite_lifecycle_and_listing() {
     assert_eq!(sprite["name"], "alpha");
     assert_eq!(sprite["status"], "cold");
     assert_eq!(sprite["url"], "https://alpha-fakeorg.sprites.app");
-    assert_eq!(client.create("alpha").await.status(), 400, "duplicate name");
+    let taken = client.create("alpha").await;
+    assert_eq!(taken.status(), 409, "duplicate name");
+    assert!(
+        json_body(taken).await["error"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
     assert_eq!(client.create("Bad_Name").await.status(), 400);
     let no_name = client
         .request(reqwest::Method::POST, "/v1/sprites")
@@ -143,7 +167,7 @@ async fn sprite_lifecycle_and_listing() {
 
 #[tokio::test]
 async fn exec_streams_one_frame_per_chunk_and_ends_with_the_exit_code() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("ex").await;
     let (status, chunks) = client
@@ -190,7 +214,7 @@ async fn exec_streams_one_frame_per_chunk_and_ends_with_the_exit_code() {
 
 #[tokio::test]
 async fn exec_maps_dir_into_the_sprite_and_replaces_env() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("env").await;
     let (_, chunks) = client
@@ -205,18 +229,82 @@ async fn exec_maps_dir_into_the_sprite_and_replaces_env() {
             ],
         )
         .await;
-    let stdout: String = chunks
-        .iter()
-        .filter(|c| c[0] == 1)
-        .map(|c| String::from_utf8_lossy(&c[1..]).into_owned())
-        .collect();
     let expected_dir = fake.host_path("env", "/home/sprite").unwrap();
-    assert_eq!(stdout, format!("{}\n1:unset\n", expected_dir.display()));
+    assert_eq!(
+        stream_text(&chunks, 1),
+        format!("{}\n1:unset\n", expected_dir.display())
+    );
+}
+
+#[tokio::test]
+async fn exec_without_env_gets_an_empty_environment_in_home_sprite() {
+    let fake = ready_fake().await;
+    let client = Client::new(&fake);
+    client.create("bare").await;
+    // `env` with no arguments prints the whole environment: nothing at all.
+    let (status, chunks) = client.exec("bare", &[("cmd", "env")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(stream_text(&chunks, 1), "", "no PATH, no HOME, nothing");
+    assert_eq!(chunks.last().unwrap(), &vec![3u8, 0]);
+    let (_, chunks) = client.exec("bare", &[("cmd", "pwd")]).await;
+    let home = fake.host_path("bare", "/home/sprite").unwrap();
+    assert_eq!(stream_text(&chunks, 1), format!("{}\n", home.display()));
+}
+
+#[tokio::test]
+async fn websocket_only_parameters_are_refused() {
+    let fake = ready_fake().await;
+    let client = Client::new(&fake);
+    client.create("ws").await;
+    for key in ["tty", "id", "detachable", "cc"] {
+        let (status, _) = client.exec("ws", &[("cmd", "true"), (key, "1")]).await;
+        assert_eq!(status, 400, "{key}");
+    }
+}
+
+#[tokio::test]
+async fn a_new_sprite_is_not_ready_for_a_window_of_requests() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let client = Client::new(&fake);
+    client.create("fresh").await;
+    // The default window: the first supervisor-backed request gets 503.
+    let (status, chunks) = client.exec("fresh", &[("cmd", "true")]).await;
+    assert_eq!(status, 503);
+    assert_eq!(
+        String::from_utf8_lossy(&chunks.concat()),
+        "Process not ready\n"
+    );
+    let (status, _) = client.exec("fresh", &[("cmd", "true")]).await;
+    assert_eq!(status, 200);
+
+    fake.set_not_ready_window(3);
+    client.create("slow").await;
+    let read = || {
+        client
+            .request(reqwest::Method::GET, "/v1/sprites/slow/fs/read")
+            .query(&[("path", "/home/sprite/none")])
+            .send()
+    };
+    let get = client
+        .request(reqwest::Method::GET, "/v1/sprites/slow")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200, "the sprite object is served meanwhile");
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(read().await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses, vec![503, 503, 503, 404]);
+
+    fake.insert_sprite("adopted").await.unwrap();
+    let (status, _) = client.exec("adopted", &[("cmd", "true")]).await;
+    assert_eq!(status, 200, "an existing sprite is ready");
 }
 
 #[tokio::test]
 async fn exec_feeds_the_body_as_stdin_when_asked() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("in").await;
     let response = client
@@ -232,7 +320,7 @@ async fn exec_feeds_the_body_as_stdin_when_asked() {
 
 #[tokio::test]
 async fn filesystem_reads_writes_and_reports_enoent() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("fs").await;
     let written = client
@@ -295,7 +383,7 @@ async fn filesystem_reads_writes_and_reports_enoent() {
 
 #[tokio::test]
 async fn checkpoints_stream_ndjson_and_can_fail_in_band() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("cp").await;
     let checkpoint = || {
@@ -332,61 +420,74 @@ async fn checkpoints_stream_ndjson_and_can_fail_in_band() {
 }
 
 #[tokio::test]
-async fn sessions_can_be_listed_and_killed() {
-    let fake = FakeSpritesServer::start().await.unwrap();
+async fn aborting_the_request_kills_the_process_group() {
+    let fake = ready_fake().await;
     let client = Client::new(&fake);
     client.create("k").await;
-    let running = {
-        let request = client
-            .request(reqwest::Method::POST, "/v1/sprites/k/exec")
-            .query(&[("cmd", "sleep"), ("cmd", "60"), ("dir", "/home/sprite")]);
-        tokio::spawn(async move { request.send().await.unwrap().bytes().await.unwrap() })
-    };
+    // `sh` forks `sleep`, which holds the output pipe: the command is gone
+    // only when the whole group is, not just the `sh` it started.
+    let request = client
+        .request(reqwest::Method::POST, "/v1/sprites/k/exec")
+        .query(&[
+            ("cmd", "sh"),
+            ("cmd", "-c"),
+            ("cmd", "sleep 60; echo never"),
+        ]);
+    let running = tokio::spawn(async move {
+        let response = request.send().await.unwrap();
+        // Hold the body open until aborted.
+        response.bytes().await
+    });
     fake.wait_for_active_exec("k", Duration::from_secs(10))
         .await
         .unwrap();
+
+    // Not a session: GET /exec lists tmux sessions only, kill can't reach it.
     let sessions = client
         .request(reqwest::Method::GET, "/v1/sprites/k/exec")
         .send()
         .await
         .unwrap();
-    let sessions = json_body(sessions).await;
-    let session = &sessions["sessions"][0];
-    assert_eq!(session["command"], "sleep 60");
-    assert_eq!(session["workdir"], "/home/sprite");
-    assert_eq!(session["is_active"], true);
-    let id = session["id"].to_string();
-
+    assert_eq!(json_body(sessions).await, json!({ "sessions": [] }));
     let kill = client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/sprites/k/exec/{id}/kill"),
-        )
-        .query(&[("signal", "TERM")])
+        .request(reqwest::Method::POST, "/v1/sprites/k/exec/1/kill")
         .send()
         .await
         .unwrap();
-    let text = kill.text().await.unwrap();
-    assert!(
-        text.lines()
-            .last()
-            .unwrap()
-            .contains(r#""type":"complete""#),
-        "{text}"
-    );
-    assert_eq!(fake.active_exec_sessions("k"), 0);
-    let body = running.await.unwrap();
-    assert_eq!(body.last(), Some(&(128 + 9)), "killed by SIGKILL");
+    assert_eq!(kill.status(), 404);
+    assert_eq!(fake.active_exec_sessions("k"), 1);
 
-    let again = client
-        .request(
-            reqwest::Method::POST,
-            &format!("/v1/sprites/k/exec/{id}/kill"),
-        )
-        .send()
+    running.abort();
+    fake.wait_for_no_active_exec("k", Duration::from_secs(10))
         .await
         .unwrap();
-    assert_eq!(again.status(), 410);
+}
+
+#[tokio::test]
+async fn a_command_that_runs_to_its_end_is_not_killed() {
+    let fake = ready_fake().await;
+    let client = Client::new(&fake);
+    client.create("bg").await;
+    let (_, chunks) = client
+        .exec("bg", &[("cmd", "sh"), ("cmd", "-c"), ("cmd", "echo done")])
+        .await;
+    assert_eq!(stream_text(&chunks, 1), "done\n");
+    assert_eq!(chunks.last().unwrap(), &vec![3u8, 0]);
+    assert_eq!(fake.active_exec_sessions("bg"), 0);
+}
+
+#[tokio::test]
+async fn an_exit_by_signal_reports_255() {
+    let fake = ready_fake().await;
+    let client = Client::new(&fake);
+    client.create("sig").await;
+    let (_, chunks) = client
+        .exec(
+            "sig",
+            &[("cmd", "sh"), ("cmd", "-c"), ("cmd", "kill -9 $$")],
+        )
+        .await;
+    assert_eq!(chunks.last().unwrap(), &vec![3u8, 255]);
 }
 
 #[tokio::test]
