@@ -1,20 +1,27 @@
 //! The JSON a unix-local destination (or a persisted session) carries.
 //!
 //! The same shape serves both places: a destination's `config` and a
-//! session state's `metadata` are `{"root": "/abs/dir", "env": {"K": "V"}}`,
-//! because `resume_session` only gets the persisted state and must rebuild
-//! the session from it alone.
+//! session state's `metadata` are `{"root": "/abs/dir", "env": {"K": "V"},
+//! "workspace": "/abs/dir/sub"}`, because `resume_session` only gets the
+//! persisted state and must rebuild the session from it alone.
+//!
+//! `workspace` is what the runtime adds: the thread's bound workspace
+//! ([`WORKSPACE_CONFIG_KEY`]). File tools send paths relative to it and run
+//! commands in it, so the session starts there. A workspace outside the
+//! root cannot be honoured (the session confines everything to the root)
+//! and is refused, which the runtime does when the thread is created.
 
 use std::path::PathBuf;
 
 use anyhow::bail;
+use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use serde_json::{Map, Value};
 
 use crate::paths::normalize;
 
 /// Fields a config object may hold. Anything else is refused, so a typo
 /// (`"rooot"`) is an error instead of a silently ignored setting.
-const KNOWN_FIELDS: [&str; 2] = ["root", "env"];
+const KNOWN_FIELDS: [&str; 3] = ["root", "env", WORKSPACE_CONFIG_KEY];
 
 /// A parsed unix-local destination config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +33,10 @@ pub struct UnixLocalConfig {
     /// Extra environment for every command, sorted by key; a request's own
     /// `env` is applied on top.
     pub env: Vec<(String, String)>,
+    /// The thread's bound workspace, lexically normalised and inside
+    /// `root`: where relative file paths and commands without a `cwd`
+    /// start. `None` (no binding told us) is the root itself.
+    pub workspace: Option<PathBuf>,
 }
 
 impl UnixLocalConfig {
@@ -50,9 +61,12 @@ impl UnixLocalConfig {
                 KNOWN_FIELDS.join(", ")
             );
         }
+        let root = parse_root(object, source)?;
+        let workspace = parse_workspace(object, source, &root)?;
         Ok(Self {
-            root: parse_root(object, source)?,
+            root,
             env: parse_env(object, source)?,
+            workspace,
         })
     }
 
@@ -71,6 +85,12 @@ impl UnixLocalConfig {
                 .map(|(key, value)| (key.clone(), Value::String(value.clone())))
                 .collect();
             object.insert("env".to_string(), Value::Object(env));
+        }
+        if let Some(workspace) = &self.workspace {
+            object.insert(
+                WORKSPACE_CONFIG_KEY.to_string(),
+                Value::String(workspace.display().to_string()),
+            );
         }
         Value::Object(object)
     }
@@ -94,6 +114,38 @@ fn parse_root(object: &Map<String, Value>, source: &str) -> anyhow::Result<PathB
         bail!("unix-local {source} field `root` contains a NUL byte: {root:?}");
     }
     Ok(normalize(&path))
+}
+
+/// The bound workspace: an absolute path that is the root or inside it
+/// (lexically; the session checks symlinks on disk when it opens).
+fn parse_workspace(
+    object: &Map<String, Value>,
+    source: &str,
+    root: &std::path::Path,
+) -> anyhow::Result<Option<PathBuf>> {
+    let workspace = match object.get(WORKSPACE_CONFIG_KEY) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(workspace)) => workspace,
+        Some(other) => bail!(
+            "unix-local {source} field `{WORKSPACE_CONFIG_KEY}` must be a string (an absolute directory path), got {other}"
+        ),
+    };
+    let path = PathBuf::from(workspace);
+    if !path.is_absolute() || workspace.contains('\0') {
+        bail!(
+            "unix-local {source} field `{WORKSPACE_CONFIG_KEY}` must be an absolute path without NUL bytes, got {workspace:?}"
+        );
+    }
+    let path = normalize(&path);
+    if !path.starts_with(root) {
+        bail!(
+            "unix-local {source}: the thread is bound at workspace `{}`, which is outside the runner root `{}`; every file and command of this runner stays inside its root, so bind the thread at `{}` or a directory inside it, or set `root` to a directory that contains the workspace",
+            path.display(),
+            root.display(),
+            root.display()
+        );
+    }
+    Ok(Some(path))
 }
 
 fn parse_env(object: &Map<String, Value>, source: &str) -> anyhow::Result<Vec<(String, String)>> {
@@ -172,6 +224,42 @@ mod tests {
         let relative = error(json!({"root": "work/dir"}));
         assert!(relative.contains("field `root` must be an absolute path"));
         assert!(relative.contains("work/dir"));
+    }
+
+    #[test]
+    fn the_bound_workspace_is_kept_when_inside_the_root() {
+        let config = UnixLocalConfig::from_json(
+            &json!({"root": "/srv/ws", "workspace": "/srv/ws/./app/"}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(config.workspace, Some(PathBuf::from("/srv/ws/app")));
+        assert_eq!(
+            config.to_json(),
+            json!({"root": "/srv/ws", "workspace": "/srv/ws/app"})
+        );
+        assert_eq!(
+            UnixLocalConfig::from_json(&config.to_json(), "x").unwrap(),
+            config
+        );
+        let at_root =
+            UnixLocalConfig::from_json(&json!({"root": "/srv/ws", "workspace": "/srv/ws"}), "x")
+                .unwrap();
+        assert_eq!(at_root.workspace, Some(PathBuf::from("/srv/ws")));
+    }
+
+    #[test]
+    fn a_workspace_outside_the_root_is_refused_naming_both() {
+        for outside in ["/srv/other", "/srv/ws/../other", "/srv/wsx", "/"] {
+            let message = error(json!({"root": "/srv/ws", "workspace": outside}));
+            assert!(
+                message.contains("outside the runner root `/srv/ws`"),
+                "{message}"
+            );
+            assert!(message.contains("bound at workspace"), "{message}");
+        }
+        assert!(error(json!({"root": "/ws", "workspace": "rel"})).contains("absolute path"));
+        assert!(error(json!({"root": "/ws", "workspace": 1})).contains("must be a string"));
     }
 
     #[test]

@@ -48,8 +48,15 @@ async fn open_session(
     destination_id: String,
 ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
     let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
-    let UnixLocalConfig { root, env } = config;
+    let UnixLocalConfig {
+        root,
+        env,
+        workspace,
+    } = config;
     let options = SessionOptions {
+        // Relative file paths and commands start in the bound workspace,
+        // as the runtime's tools expect.
+        cwd: workspace,
         env,
         ..SessionOptions::default()
     };
@@ -79,25 +86,27 @@ impl RemoteRunnerProvider for UnixLocalRunnerProvider {
         }
     }
 
+    /// Refuses bad configs and a bound workspace outside the root, so such
+    /// a thread is never created.
     async fn validate_destination(&self, destination: &RunnerDestination) -> anyhow::Result<()> {
         self.parse_destination(destination).map(|_| ())
     }
 
-    /// Creates the root if missing; the session runs in the root itself.
+    /// Creates the root (and the bound workspace inside it) if missing; the
+    /// session runs in the workspace, or in the root itself without one.
     async fn create_session(
         &self,
         destination: RunnerDestination,
     ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
         let config = self.parse_destination(&destination)?;
-        tokio::fs::create_dir_all(&config.root)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot create runner root `{}` of destination `{}`",
-                    config.root.display(),
-                    destination.id
-                )
-            })?;
+        let start = config.workspace.as_ref().unwrap_or(&config.root);
+        tokio::fs::create_dir_all(start).await.with_context(|| {
+            format!(
+                "cannot create the runner directory `{}` of destination `{}`",
+                start.display(),
+                destination.id
+            )
+        })?;
         open_session(config, uuid::Uuid::new_v4().to_string(), destination.id).await
     }
 
@@ -227,6 +236,83 @@ mod tests {
             .await
             .unwrap_err();
         assert!(error.to_string().contains("manifest"));
+    }
+
+    #[tokio::test]
+    async fn files_and_commands_share_the_bound_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let workspace = root.join("app");
+        let provider = UnixLocalRunnerProvider::default();
+        let config = json!({
+            "root": root.display().to_string(),
+            "workspace": workspace.display().to_string(),
+        });
+        provider
+            .validate_destination(&destination(config.clone()))
+            .await
+            .unwrap();
+        let session = provider.create_session(destination(config)).await.unwrap();
+        session
+            .write_file(roder_api::remote_runner::RunnerFileWriteRequest {
+                path: "notes.txt".into(),
+                contents: b"here\n".to_vec(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("notes.txt")).unwrap(),
+            "here\n"
+        );
+        for cwd in [None, Some(workspace.clone())] {
+            let result = session
+                .run_command(roder_api::remote_runner::RunnerCommandRequest {
+                    command_id: "c".to_string(),
+                    program: "sh".to_string(),
+                    args: vec!["-c".to_string(), "pwd && cat notes.txt".to_string()],
+                    cwd,
+                    env: Vec::new(),
+                    timeout_ms: Some(10_000),
+                })
+                .await
+                .unwrap();
+            assert_eq!(result.stdout, format!("{}\nhere\n", workspace.display()));
+        }
+        let resumed = provider.resume_session(session.state()).await.unwrap();
+        let read = resumed
+            .read_file(roder_api::remote_runner::RunnerFileReadRequest {
+                path: "notes.txt".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            read.contents, b"here\n",
+            "a resumed session keeps the workspace"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_workspace_outside_the_root_is_refused_at_validation() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let provider = UnixLocalRunnerProvider::default();
+        let error = provider
+            .validate_destination(&destination(json!({
+                "root": root.path().display().to_string(),
+                "workspace": elsewhere.path().display().to_string(),
+            })))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&root.path().display().to_string()),
+            "{error}"
+        );
+        assert!(
+            error.contains(&elsewhere.path().display().to_string()),
+            "{error}"
+        );
+        assert!(error.contains("outside the runner root"), "{error}");
     }
 
     #[tokio::test]
