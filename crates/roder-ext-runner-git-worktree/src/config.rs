@@ -7,15 +7,27 @@
 //! accepted as a readable note of where the worktree came from (the record
 //! is the source of truth). A session state's `metadata` holds the id and
 //! the working directory, which is all `resume_session` needs.
+//!
+//! The runtime adds the thread's bound workspace under
+//! [`WORKSPACE_CONFIG_KEY`]. A session works in the checkout's
+//! `relative_cwd`, so a binding at any other directory cannot be honoured;
+//! the provider compares the two (see `provider.rs`).
 
 use std::path::PathBuf;
 
 use anyhow::bail;
+use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use serde_json::{Map, Value};
 
 /// Fields a config may hold. Anything else is refused, so a typo
 /// (`"worktree"`) is an error instead of a silently ignored setting.
-const KNOWN_FIELDS: [&str; 4] = ["worktree_id", "relative_cwd", "repository", "selector"];
+const KNOWN_FIELDS: [&str; 5] = [
+    "worktree_id",
+    "relative_cwd",
+    "repository",
+    "selector",
+    WORKSPACE_CONFIG_KEY,
+];
 
 /// Which worktree a session works in, and where inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +35,10 @@ pub(crate) struct WorktreeConfig {
     pub(crate) worktree_id: String,
     /// Relative to the checkout; `None` is the checkout itself.
     pub(crate) relative_cwd: Option<PathBuf>,
+    /// The thread's bound workspace (absolute), when the runtime passed
+    /// one; it must be the claimed working directory. Not part of the
+    /// state metadata: a session that opened has already matched it.
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 impl WorktreeConfig {
@@ -65,6 +81,15 @@ impl WorktreeConfig {
                 "git-worktree {source} field `relative_cwd` must be a string or null, got {other}"
             ),
         };
+        let workspace = match object.get(WORKSPACE_CONFIG_KEY) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(path)) if PathBuf::from(path).is_absolute() => {
+                Some(PathBuf::from(path))
+            }
+            Some(other) => bail!(
+                "git-worktree {source} field `{WORKSPACE_CONFIG_KEY}` must be an absolute path, got {other}"
+            ),
+        };
         for note in ["repository", "selector"] {
             if let Some(value) = object.get(note)
                 && !(value.is_string() || value.is_null())
@@ -75,6 +100,7 @@ impl WorktreeConfig {
         Ok(Self {
             worktree_id,
             relative_cwd,
+            workspace,
         })
     }
 
@@ -124,6 +150,13 @@ mod tests {
             WorktreeConfig::from_json(&config.to_json(), "x").unwrap(),
             config
         );
+        let bound = WorktreeConfig::from_json(
+            &json!({"worktree_id": "a", "workspace": "/w/a/checkout"}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(bound.workspace, Some(PathBuf::from("/w/a/checkout")));
+        assert_eq!(bound.to_json(), json!({"worktree_id": "a"}));
     }
 
     #[test]
@@ -136,5 +169,7 @@ mod tests {
         assert!(error(json!({"worktree_id": "a", "root": "/"})).contains("unknown field `root`"));
         assert!(error(json!({"worktree_id": "a", "relative_cwd": 3})).contains("relative_cwd"));
         assert!(error(json!({"worktree_id": "a", "selector": {}})).contains("`selector`"));
+        assert!(error(json!({"worktree_id": "a", "workspace": "rel"})).contains("`workspace`"));
+        assert!(error(json!({"worktree_id": "a", "workspace": 1})).contains("`workspace`"));
     }
 }

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use roder_api::remote_runner::{
     RemoteRunnerProvider, RemoteRunnerProviderId, RemoteRunnerSession, RunnerCapabilities,
     RunnerDestination, RunnerSessionState,
 };
-use roder_api::workdir::WorkdirClaim;
+use roder_api::workdir::{MaterializedWorkdir, WorkdirClaim};
 use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
 use roder_ext_runner_unix_local::provider_checks::{
     destination_config, session_state, state_metadata,
@@ -47,14 +47,11 @@ impl GitWorktreeRunnerProvider {
         WorktreeConfig::from_json(config, &format!("destination `{}` config", destination.id))
     }
 
-    /// Opens a session if the worktree is active and the working directory
-    /// is inside it.
-    async fn open(
-        &self,
-        config: WorktreeConfig,
-        session_id: String,
-        destination_id: String,
-    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+    /// Claims the worktree: it must be active, its working directory inside
+    /// it, and a bound workspace must be that working directory (file tools
+    /// send paths relative to the workspace, the session resolves them
+    /// against its working directory; two roots would split the thread).
+    async fn claim(&self, config: &WorktreeConfig) -> anyhow::Result<MaterializedWorkdir> {
         let claimed = lifecycle::claim(
             &self.layout,
             WorkdirClaim {
@@ -63,6 +60,35 @@ impl GitWorktreeRunnerProvider {
             },
         )
         .await?;
+        if let Some(workspace) = &config.workspace {
+            let resolved = tokio::fs::canonicalize(workspace).await.ok();
+            if resolved.as_ref() != Some(&claimed.cwd) {
+                bail!(
+                    "the thread is bound at workspace `{}` but worktree `{}` works in `{}` (its checkout plus relative_cwd {:?}); file tools and commands must use one root, so bind the thread at `{}`",
+                    workspace.display(),
+                    config.worktree_id,
+                    claimed.cwd.display(),
+                    config
+                        .relative_cwd
+                        .as_ref()
+                        .map(|cwd| cwd.display().to_string())
+                        .unwrap_or_default(),
+                    claimed.cwd.display()
+                );
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// Opens a session if the worktree is active and the working directory
+    /// is inside it (and is the bound workspace).
+    async fn open(
+        &self,
+        config: WorktreeConfig,
+        session_id: String,
+        destination_id: String,
+    ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
+        let claimed = self.claim(&config).await?;
         let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
         let session = GitWorktreeSession::open(
             state,
@@ -90,8 +116,15 @@ impl RemoteRunnerProvider for GitWorktreeRunnerProvider {
         }
     }
 
+    /// Checks the config; with a bound workspace (a thread being created)
+    /// also that the worktree is active and works in that workspace, so a
+    /// thread that could not be honoured is never created.
     async fn validate_destination(&self, destination: &RunnerDestination) -> anyhow::Result<()> {
-        Self::parse_destination(destination).map(|_| ())
+        let config = Self::parse_destination(destination)?;
+        if config.workspace.is_some() {
+            self.claim(&config).await?;
+        }
+        Ok(())
     }
 
     async fn create_session(

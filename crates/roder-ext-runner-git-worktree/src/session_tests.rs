@@ -362,6 +362,67 @@ async fn sessions_need_an_active_worktree_and_a_valid_config() {
 }
 
 #[tokio::test]
+async fn a_binding_must_be_the_worktrees_working_directory() {
+    let fixture = fixture(None).await;
+    let provider = &fixture.provider;
+    std::fs::create_dir_all(fixture.checkout.join("sub")).unwrap();
+    let checkout = fixture.checkout.display().to_string();
+    let sub = fixture.checkout.join("sub").display().to_string();
+    let bound = |relative_cwd: Option<&str>, workspace: &str| {
+        destination(
+            json!({"worktree_id": "wt-1", "relative_cwd": relative_cwd, "workspace": workspace}),
+        )
+    };
+    provider
+        .validate_destination(&bound(None, &checkout))
+        .await
+        .unwrap();
+    provider
+        .validate_destination(&bound(Some("sub"), &sub))
+        .await
+        .unwrap();
+    for (relative_cwd, workspace, works_in) in [
+        (None, sub.as_str(), checkout.as_str()),
+        (Some("sub"), checkout.as_str(), sub.as_str()),
+        (None, "/srv/app", checkout.as_str()),
+    ] {
+        let error = provider
+            .validate_destination(&bound(relative_cwd, workspace))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("bound at workspace `{workspace}`")),
+            "{error}"
+        );
+        assert!(error.contains(&format!("works in `{works_in}`")), "{error}");
+        assert!(
+            provider
+                .create_session(bound(relative_cwd, workspace))
+                .await
+                .is_err()
+        );
+    }
+
+    let session = provider
+        .create_session(bound(Some("sub"), &sub))
+        .await
+        .unwrap();
+    session
+        .write_file(RunnerFileWriteRequest {
+            path: "here.txt".into(),
+            contents: b"in sub\n".to_vec(),
+        })
+        .await
+        .unwrap();
+    let result = session
+        .run_command(sh("c", "pwd && cat here.txt"))
+        .await
+        .unwrap();
+    assert_eq!(result.stdout, format!("{sub}\nin sub\n"));
+}
+
+#[tokio::test]
 async fn resume_works_while_active_and_fails_after_cleanup() {
     let fixture = fixture(Some("src")).await;
     let state = fixture.session.state();
