@@ -49,6 +49,30 @@ pub enum RoderEvent {
 }
 
 impl RoderEvent {
+    /// Whether this event is broadcast only, never persisted: streamed
+    /// fragments whose whole text the log receives in a later
+    /// `TranscriptItemAppended`. A transient event carries the `seq` of the
+    /// persisted event before it, so a client that drops repeated `seq`s must
+    /// apply that rule to persisted events only.
+    ///
+    /// ```
+    /// use roder_api::events::{MessageDeltaEvent, RoderEvent};
+    ///
+    /// let delta = RoderEvent::MessageDelta(MessageDeltaEvent {
+    ///     thread_id: "t".into(),
+    ///     turn_id: "u".into(),
+    ///     text: "Hel".into(),
+    ///     phase: None,
+    /// });
+    /// assert!(delta.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            RoderEvent::MessageDelta(_) | RoderEvent::ReasoningDelta(_)
+        )
+    }
+
     /// Whether this event ends a turn.
     pub fn is_terminal(&self) -> bool {
         matches!(

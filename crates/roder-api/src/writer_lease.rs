@@ -86,6 +86,13 @@ pub trait WriterLease: Send + Sync + 'static {
     /// Stores that fence appends compare it under their row lock.
     fn generation(&self) -> u64;
 
+    /// The `seq` of the thread's last persisted event when the lease was
+    /// granted, when the store knows it without reading the log. The runtime
+    /// then skips re-reading a log nobody else wrote; `None` makes it check.
+    fn last_seq_at_grant(&self) -> Option<u64> {
+        None
+    }
+
     /// Extends the lease by its ttl. Errors when the lease was lost (another
     /// writer took over after an expiry); the holder must stop writing.
     async fn renew(&self) -> anyhow::Result<()>;

@@ -4,6 +4,14 @@
 //! the thread's log lock. A client that reads the log after a cursor and then
 //! follows the broadcast (dropping `seq`s it already has) therefore sees every
 //! event exactly once, in order.
+//!
+//! Transient events ([`RoderEvent::is_transient`]: streamed message and
+//! reasoning deltas) are broadcast only. Their text reaches the log whole, in
+//! the `TranscriptItemAppended` that follows, so storing every fragment too
+//! would store the model's output twice (and a 20 MB answer as 20 MB of
+//! one-line events). A transient event carries the `seq` of the last
+//! persisted event before it and never advances the numbering: clients drop
+//! repeated `seq`s among persisted events only.
 
 use std::sync::Arc;
 
@@ -43,6 +51,23 @@ impl EventBus {
             .await
     }
 
+    /// Broadcasts a transient event of `thread` without persisting it.
+    pub async fn publish_transient(
+        &self,
+        thread: &ThreadState,
+        turn_id: Option<&str>,
+        event: RoderEvent,
+    ) {
+        let seq = thread.log.lock().await.next_seq.saturating_sub(1);
+        let _ = self.sender.send(EventEnvelope {
+            seq,
+            timestamp: OffsetDateTime::now_utc(),
+            thread_id: thread.thread_id.clone(),
+            turn_id: turn_id.map(str::to_string),
+            event,
+        });
+    }
+
     /// Like [`emit`](Self::emit) for a caller that already holds the log lock.
     pub async fn emit_locked(
         &self,
@@ -62,19 +87,22 @@ impl EventBus {
             event,
         };
         cursor.next_seq += 1;
-        if let Err(error) = self
-            .store
-            .append_events(thread_id, std::slice::from_ref(&envelope))
-            .await
-        {
+        let batch = std::slice::from_ref(&envelope);
+        let appended = match &cursor.writer {
+            Some(lease) => {
+                self.store
+                    .append_events_leased(lease.as_ref(), thread_id, batch)
+                    .await
+            }
+            None => self.store.append_events(thread_id, batch).await,
+        };
+        if let Err(error) = appended {
             cursor.next_seq -= 1;
             return Err(anyhow::anyhow!(
                 "could not persist event of thread \"{thread_id}\": {error:#}"
             ));
         }
-        if let RoderEvent::TranscriptItemAppended(appended) = &envelope.event {
-            cursor.transcript.push(appended.item.clone());
-        }
+        cursor.observe(&envelope);
         // No receivers is fine: nobody is watching.
         let _ = self.sender.send(envelope.clone());
         Ok(envelope)

@@ -79,6 +79,10 @@ pub struct RuntimeConfig {
     /// behind gets `RecvError::Lagged` and catches up from the persisted log
     /// (`Runtime::read_thread_events`).
     pub event_buffer_capacity: usize,
+    /// How long a thread's writer lease lasts without renewal, for stores
+    /// whose leases expire (a shared database). The runtime renews it every
+    /// third of this while it writes; a file-lock store ignores it.
+    pub writer_lease_ttl: std::time::Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -107,6 +111,7 @@ impl Default for RuntimeConfig {
             roadmap_data_dir: None,
             allow_local_workspaces: true,
             event_buffer_capacity: 4_096,
+            writer_lease_ttl: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -146,6 +151,9 @@ impl RuntimeConfig {
         }
         if self.command_shell.program.trim().is_empty() {
             anyhow::bail!("command_shell.program is empty; set a shell such as \"sh\"");
+        }
+        if self.writer_lease_ttl < std::time::Duration::from_secs(1) {
+            anyhow::bail!("writer_lease_ttl must be at least 1 second");
         }
         if self.event_buffer_capacity == 0 {
             anyhow::bail!("event_buffer_capacity must be at least 1");

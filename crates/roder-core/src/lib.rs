@@ -26,6 +26,7 @@ pub mod runtime;
 mod threads;
 mod turn;
 mod workdirs;
+mod writer;
 
 pub use config::{DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
 pub use error::RuntimeError;

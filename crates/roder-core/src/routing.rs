@@ -1,7 +1,8 @@
 //! How one tool call reaches its executor. The one file that answers "how
 //! does a tool reach a runner".
 //!
-//! 1. Arguments are parsed; malformed JSON becomes an error result.
+//! 1. Arguments arrive parsed (`turn/tool_call.rs`; malformed JSON is an
+//!    error result before routing).
 //! 2. Policy and allowlists are checked.
 //! 3. External (client-declared) tools go to the client and never provision
 //!    a runner.
@@ -29,9 +30,8 @@ use roder_api::tools::{
 use crate::policy;
 use crate::runner::execution_lock::{local_key, session_key};
 use crate::runner::lease::LeaseGuard;
-use crate::runtime::Runtime;
-use crate::turn::plan::{TurnPlan, TurnWorkspace};
-use crate::turn::round::{cancellable, emit};
+use crate::turn::context::TurnContext;
+use crate::turn::plan::TurnWorkspace;
 
 /// A tool's result and whether it ran on this host.
 pub(crate) struct RoutedResult {
@@ -40,11 +40,11 @@ pub(crate) struct RoutedResult {
 }
 
 pub(crate) async fn execute(
-    runtime: &Runtime,
-    plan: &TurnPlan,
+    ctx: TurnContext<'_>,
     call: &ModelToolCall,
+    arguments: serde_json::Value,
 ) -> RoutedResult {
-    match route(runtime, plan, call).await {
+    match route(ctx, call, arguments).await {
         Ok((mut result, local)) => {
             // The model pairs results with calls by id: keep them the call's.
             result.id = call.id.clone();
@@ -74,14 +74,14 @@ pub(crate) fn file_changes(result: &ToolResult) -> Vec<FileChange> {
 }
 
 async fn route(
-    runtime: &Runtime,
-    plan: &TurnPlan,
+    ctx: TurnContext<'_>,
     call: &ModelToolCall,
+    arguments: serde_json::Value,
 ) -> anyhow::Result<(ToolResult, bool)> {
-    let arguments = parse_arguments(call)?;
+    let TurnContext { runtime, plan } = ctx;
     policy::check(runtime, plan, &call.name).map_err(anyhow::Error::msg)?;
     if plan.is_external_tool(&call.name) {
-        return Ok((external(runtime, plan, call).await?, false));
+        return Ok((external(ctx, call).await?, false));
     }
     let tool = runtime.tools.get(&call.name).ok_or_else(|| {
         let available: Vec<String> = policy::offered_tools(runtime, plan)
@@ -104,8 +104,8 @@ async fn route(
             TurnWorkspace::Local(root) => local_workspace(root),
             _ => ToolWorkspace::None,
         };
-        let ctx = context(runtime, plan, call, workspace);
-        return Ok((tool.execute(ctx, tool_call).await?, false));
+        let context = context(ctx, call, workspace);
+        return Ok((tool.execute(context, tool_call).await?, false));
     }
     match &plan.workspace {
         TurnWorkspace::Disabled => anyhow::bail!(
@@ -114,31 +114,29 @@ async fn route(
         ),
         TurnWorkspace::Local(root) => {
             let _serial = runtime.execution_locks.lock(local_key(root)).await;
-            let ctx = context(runtime, plan, call, local_workspace(root));
-            Ok((tool.execute(ctx, tool_call).await?, true))
+            let context = context(ctx, call, local_workspace(root));
+            Ok((tool.execute(context, tool_call).await?, true))
         }
         TurnWorkspace::Runner(binding) => {
-            let result = on_runner(runtime, plan, call, tool.as_ref(), tool_call, binding).await?;
+            let result = on_runner(ctx, call, tool.as_ref(), tool_call, binding).await?;
             Ok((result, false))
         }
     }
 }
 
 async fn on_runner(
-    runtime: &Runtime,
-    plan: &TurnPlan,
+    ctx: TurnContext<'_>,
     call: &ModelToolCall,
     tool: &dyn ToolExecutor,
     tool_call: ToolCall,
     binding: &ThreadRunnerBinding,
 ) -> anyhow::Result<ToolResult> {
+    let TurnContext { runtime, plan } = ctx;
     // Provisioning runs on its own task; an interrupted turn stops waiting
     // for it without stranding it.
-    let session = cancellable(
-        &plan.active.cancellation,
-        runtime.runner_session(&plan.thread, &binding.destination),
-    )
-    .await?;
+    let session = ctx
+        .cancellable(runtime.runner_session(&plan.thread, &binding.destination))
+        .await?;
     let state = session.state();
     let _serial = runtime
         .execution_locks
@@ -150,20 +148,16 @@ async fn on_runner(
         root: binding.workspace.clone(),
         read_roots: binding.read_roots.clone(),
     });
-    let ctx = context(runtime, plan, call, workspace);
-    let result = lease.run(tool.execute(ctx, tool_call)).await;
+    let context = context(ctx, call, workspace);
+    let result = lease.run(tool.execute(context, tool_call)).await;
     lease.release().await;
     result
 }
 
 /// The execution context, with the deadline measured now (after any
 /// provisioning and lease waits).
-fn context(
-    runtime: &Runtime,
-    plan: &TurnPlan,
-    call: &ModelToolCall,
-    workspace: ToolWorkspace,
-) -> ToolExecutionContext {
+fn context(ctx: TurnContext<'_>, call: &ModelToolCall, workspace: ToolWorkspace) -> ToolExecutionContext {
+    let TurnContext { runtime, plan } = ctx;
     ToolExecutionContext {
         thread_id: plan.thread_id().to_string(),
         turn_id: plan.turn_id.clone(),
@@ -183,58 +177,30 @@ fn local_workspace(root: &Path) -> ToolWorkspace {
     })
 }
 
-fn parse_arguments(call: &ModelToolCall) -> anyhow::Result<serde_json::Value> {
-    let raw = call.arguments.trim();
-    if raw.is_empty() {
-        return Ok(serde_json::json!({}));
-    }
-    let value: serde_json::Value = serde_json::from_str(raw).map_err(|error| {
-        anyhow::anyhow!(
-            "the arguments of tool \"{}\" are not valid JSON ({error}); send one JSON object",
-            call.name
-        )
-    })?;
-    if !value.is_object() {
-        anyhow::bail!(
-            "the arguments of tool \"{}\" must be a JSON object, got: {raw}",
-            call.name
-        );
-    }
-    Ok(value)
-}
-
 /// Hands the call to the client and waits for its answer.
-async fn external(
-    runtime: &Runtime,
-    plan: &TurnPlan,
-    call: &ModelToolCall,
-) -> anyhow::Result<ToolResult> {
-    let pending = runtime.external.register();
+async fn external(ctx: TurnContext<'_>, call: &ModelToolCall) -> anyhow::Result<ToolResult> {
+    let pending = ctx.runtime.external.register();
     let request_id = pending.request_id.clone();
-    emit(
-        runtime,
-        plan,
-        RoderEvent::ExternalToolCallRequested(ExternalToolCallRequested {
+    ctx.emit(RoderEvent::ExternalToolCallRequested(
+        ExternalToolCallRequested {
             request_id: request_id.clone(),
-            thread_id: plan.thread_id().to_string(),
-            turn_id: plan.turn_id.clone(),
+            thread_id: ctx.thread_id(),
+            turn_id: ctx.turn_id(),
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
-        }),
-    )
+        },
+    ))
     .await?;
-    let resolution = cancellable(&plan.active.cancellation, pending.wait()).await?;
-    emit(
-        runtime,
-        plan,
-        RoderEvent::ExternalToolCallResolved(ExternalToolCallResolved {
+    let resolution = ctx.cancellable(pending.wait()).await?;
+    ctx.emit(RoderEvent::ExternalToolCallResolved(
+        ExternalToolCallResolved {
             request_id,
-            thread_id: plan.thread_id().to_string(),
-            turn_id: plan.turn_id.clone(),
+            thread_id: ctx.thread_id(),
+            turn_id: ctx.turn_id(),
             is_error: resolution.is_error,
-        }),
-    )
+        },
+    ))
     .await?;
     Ok(ToolResult {
         id: call.id.clone(),

@@ -44,6 +44,8 @@ pub struct Runtime {
     pub(crate) external: ExternalCalls,
     pub(crate) workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     allow_local_workspaces: AtomicBool,
+    /// Who this runtime is when it holds a thread's writer lease.
+    pub(crate) writer_identity: roder_api::writer_lease::WriterIdentity,
 }
 
 impl Runtime {
@@ -98,6 +100,7 @@ impl Runtime {
             external: ExternalCalls::default(),
             workdir_materializer: registry.workdir_materializer,
             allow_local_workspaces,
+            writer_identity: crate::writer::identity(),
         })
     }
 
@@ -182,9 +185,9 @@ impl Runtime {
             updated_at: now,
         };
         self.store.create_thread(metadata.clone()).await?;
-        let thread =
-            self.threads
-                .insert_if_absent(ThreadState::new(thread_id.clone(), 0, Vec::new()));
+        let thread = self
+            .threads
+            .insert_if_absent(ThreadState::from_log(thread_id.clone(), &[]));
         self.bus
             .emit(
                 &thread,
@@ -254,16 +257,10 @@ impl Runtime {
         if self.store.load_metadata(thread_id).await?.is_none() {
             return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
         }
-        let snapshot = ThreadSnapshot {
-            thread_id: thread_id.to_string(),
-            metadata: None,
-            events: self.store.load_events(thread_id, 0).await?,
-        };
-        Ok(self.threads.insert_if_absent(ThreadState::new(
-            thread_id.to_string(),
-            snapshot.last_seq(),
-            snapshot.transcript(),
-        )))
+        let events = self.store.load_events(thread_id, 0).await?;
+        Ok(self
+            .threads
+            .insert_if_absent(ThreadState::from_log(thread_id.to_string(), &events)))
     }
 
     /// The `seq` of a thread's last persisted event (0 before any), without

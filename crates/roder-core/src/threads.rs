@@ -2,14 +2,19 @@
 //!
 //! A thread's state is loaded lazily from the store the first time the
 //! runtime touches the thread, so a runtime over an existing store continues
-//! each log where it ended. The runtime is the single writer of its threads'
-//! logs, so what it loaded once stays true.
+//! each log where it ended. Another process may write the thread between two
+//! of this runtime's turns; taking the thread's writer lease (`writer.rs`)
+//! catches the state up with the log before anything is written.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use roder_api::events::{EventEnvelope, RoderEvent};
 use roder_api::transcript::TranscriptItem;
+use roder_api::writer_lease::WriterLease;
 use tokio_util::sync::CancellationToken;
+
+use crate::turn::recovery::TurnTracker;
 
 /// The turn a thread is running. At most one per thread.
 #[derive(Clone)]
@@ -36,16 +41,48 @@ pub(crate) struct LogCursor {
     /// The conversation so far, kept in step with the log's
     /// `TranscriptItemAppended` events, so a turn never re-reads the log.
     pub transcript: Vec<TranscriptItem>,
+    /// The log's last turn, to close it if its process died.
+    pub turns: TurnTracker,
+    /// The store's writer lease while this runtime writes the thread.
+    pub writer: Option<Arc<dyn WriterLease>>,
+    /// How many writers of this runtime share `writer` (a turn and the
+    /// lifecycle operations it runs, say); the lease is given up at zero.
+    pub writer_holders: usize,
+    /// Stops the lease's renewal task.
+    pub writer_renewal: Option<CancellationToken>,
+    /// The release of the last lease, while it is in flight.
+    pub writer_release: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl LogCursor {
+    /// Keeps the cursor in step with one persisted event.
+    pub fn observe(&mut self, envelope: &EventEnvelope) {
+        self.next_seq = self.next_seq.max(envelope.seq + 1);
+        if let RoderEvent::TranscriptItemAppended(appended) = &envelope.event {
+            self.transcript.push(appended.item.clone());
+        }
+        self.turns.observe(envelope);
+    }
 }
 
 impl ThreadState {
-    pub fn new(thread_id: String, last_seq: u64, transcript: Vec<TranscriptItem>) -> Self {
+    /// The state of a thread whose persisted log is `events`.
+    pub fn from_log(thread_id: String, events: &[EventEnvelope]) -> Self {
+        let mut cursor = LogCursor {
+            next_seq: 1,
+            transcript: Vec::new(),
+            turns: TurnTracker::default(),
+            writer: None,
+            writer_holders: 0,
+            writer_renewal: None,
+            writer_release: None,
+        };
+        for envelope in events {
+            cursor.observe(envelope);
+        }
         Self {
             thread_id,
-            log: tokio::sync::Mutex::new(LogCursor {
-                next_seq: last_seq + 1,
-                transcript,
-            }),
+            log: tokio::sync::Mutex::new(cursor),
             metadata_lock: tokio::sync::Mutex::new(()),
             active: Mutex::new(None),
         }

@@ -146,13 +146,23 @@ impl Forwarder {
         let Some(delivered) = self.delivered.get_mut(&envelope.thread_id) else {
             return Ok(());
         };
-        if envelope.seq <= *delivered {
-            // Already sent from the log.
+        // A transient event (a streamed delta) carries the seq of the
+        // persisted event before it and is never in the log: it is live
+        // unless something after it was already sent.
+        let transient = envelope.event.is_transient();
+        let stale = if transient {
+            envelope.seq < *delivered
+        } else {
+            envelope.seq <= *delivered
+        };
+        if stale {
             return Ok(());
         }
         match self.outgoing.try_send(notification(&envelope)) {
             Ok(()) => {
-                *delivered = envelope.seq;
+                if !transient {
+                    *delivered = envelope.seq;
+                }
                 Ok(())
             }
             Err(TrySendError::Full(_)) => self.drop_subscriptions("its queue").await,

@@ -67,6 +67,7 @@ impl Runtime {
     /// Provisions (or reuses) the thread's session, then pauses it.
     pub async fn pause_thread_runner(&self, thread_id: &str) -> anyhow::Result<RunnerSessionState> {
         let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let _writer = self.open_writer(&thread).await?;
         let session = self.runner_session(&thread, &destination).await?;
         if !provider.capabilities().pausable {
             anyhow::bail!(
@@ -86,6 +87,7 @@ impl Runtime {
         thread_id: &str,
     ) -> anyhow::Result<RunnerSessionState> {
         let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let _writer = self.open_writer(&thread).await?;
         let session = self.runner_session(&thread, &destination).await?;
         let state = session.resume().await?;
         self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Woken, &state)
@@ -99,6 +101,7 @@ impl Runtime {
         thread_id: &str,
     ) -> anyhow::Result<RunnerSessionState> {
         let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let _writer = self.open_writer(&thread).await?;
         if !provider.capabilities().detachable {
             anyhow::bail!(
                 "runner provider \"{}\" does not support detaching",
@@ -122,6 +125,7 @@ impl Runtime {
         sandbox_id: Option<String>,
     ) -> anyhow::Result<RunnerSessionState> {
         let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        let _writer = self.open_writer(&thread).await?;
         let metadata = self.thread_metadata(thread_id).await?;
         let mut state = match metadata.runner_state {
             Some(state) => state,

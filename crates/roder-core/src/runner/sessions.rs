@@ -83,7 +83,15 @@ impl SessionCache {
     ) -> Shared<BoxFuture<'static, InitOutcome>> {
         let slots = self.slots.clone();
         let task = tokio::spawn(async move {
-            let outcome = init.await.map_err(|error| format!("{error:#}"));
+            // A panicking provider fails this initialization like an error
+            // would: the slot is cleared below and the next call retries.
+            let outcome = match std::panic::AssertUnwindSafe(init).catch_unwind().await {
+                Ok(outcome) => outcome.map_err(|error| format!("{error:#}")),
+                Err(panic) => Err(format!(
+                    "the runner provider panicked while provisioning ({})",
+                    crate::turn::tool_call::panic_message(panic.as_ref())
+                )),
+            };
             let mut slots = slots
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -1,20 +1,24 @@
 //! A turn's task: runs the rounds, enforces interrupt and deadline, and emits
 //! exactly one terminal event.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt;
 use roder_api::events::{
-    RoderEvent, ToolCallCompleted, TranscriptItemAppended, TurnCompleted, TurnDeadlineExceeded,
-    TurnFailed, TurnInterrupted,
+    RoderEvent, ToolCallCompleted, TurnCompleted, TurnDeadlineExceeded, TurnFailed,
+    TurnInterrupted,
 };
 use roder_api::transcript::TranscriptItem;
 
 use crate::runtime::Runtime;
+use crate::turn::context::TurnContext;
 use crate::turn::plan::TurnPlan;
-use crate::turn::record::OpenCalls;
+use crate::turn::record::{CallState, OpenCalls};
 use crate::turn::round::{self, TurnSuccess};
+use crate::turn::tool_call::panic_message;
 
 /// How long a stopped turn's work may take to wind down (tools kill their
 /// processes, engines drop connections) before it is dropped outright.
@@ -39,8 +43,19 @@ impl Ending {
 
 pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
     let open_calls = OpenCalls::default();
+    let ctx = TurnContext::new(&runtime, &plan);
     let ending = {
-        let body = round::run_rounds(&runtime, &plan, &open_calls);
+        // A panic anywhere in the loop ends the turn as failed instead of
+        // leaving the thread claimed by a task that no longer exists.
+        let body = AssertUnwindSafe(round::run_rounds(ctx, &open_calls))
+            .catch_unwind()
+            .map(|outcome| match outcome {
+                Ok(result) => result,
+                Err(panic) => Err(anyhow::anyhow!(
+                    "internal error: the turn panicked ({}); the thread accepts the next turn",
+                    panic_message(panic.as_ref())
+                )),
+            });
         tokio::pin!(body);
         let deadline = async {
             match plan.deadline.instant() {
@@ -64,38 +79,46 @@ pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
         }
         ending
     };
-    close_open_calls(&runtime, &plan, &open_calls, ending.open_call_note()).await;
+    close_open_calls(ctx, &open_calls, ending.open_call_note()).await;
     finish(&runtime, &plan, ending).await;
 }
 
-async fn close_open_calls(runtime: &Runtime, plan: &TurnPlan, open_calls: &OpenCalls, note: &str) {
-    for (call_id, tool_name) in open_calls.take() {
-        let events = [
-            RoderEvent::ToolCallCompleted(ToolCallCompleted {
-                thread_id: plan.thread_id().to_string(),
-                turn_id: plan.turn_id.clone(),
-                call_id: call_id.clone(),
-                tool_name: Some(tool_name.clone()),
-                output: Some(note.to_string()),
-                is_error: true,
-                data: serde_json::Value::Null,
-                duration_ms: 0,
-            }),
-            RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
-                thread_id: plan.thread_id().to_string(),
-                turn_id: plan.turn_id.clone(),
-                item: TranscriptItem::ToolResult {
-                    id: call_id,
-                    name: tool_name,
-                    output: note.to_string(),
-                    is_error: true,
-                },
-            }),
-        ];
-        for event in events {
-            if let Err(error) = round::emit(runtime, plan, event).await {
-                tracing::warn!("could not record an unfinished tool call: {error:#}");
+/// Answers every call the turn left unanswered: a call that finished keeps
+/// its real result (its completion is already in the log); one still running
+/// gets `note` and its one completion event.
+async fn close_open_calls(ctx: TurnContext<'_>, open_calls: &OpenCalls, note: &str) {
+    for call in open_calls.take() {
+        let (output, is_error) = match call.state {
+            CallState::Finished(result) => (result.text, result.is_error),
+            CallState::Running => {
+                let completed = ctx
+                    .emit(RoderEvent::ToolCallCompleted(ToolCallCompleted {
+                        thread_id: ctx.thread_id(),
+                        turn_id: ctx.turn_id(),
+                        call_id: call.call_id.clone(),
+                        tool_name: Some(call.tool_name.clone()),
+                        output: Some(note.to_string()),
+                        is_error: true,
+                        data: serde_json::Value::Null,
+                        duration_ms: 0,
+                    }))
+                    .await;
+                if let Err(error) = completed {
+                    tracing::warn!("could not record an unfinished tool call: {error:#}");
+                }
+                (note.to_string(), true)
             }
+        };
+        let appended = ctx
+            .append(TranscriptItem::ToolResult {
+                id: call.call_id,
+                name: call.tool_name,
+                output,
+                is_error,
+            })
+            .await;
+        if let Err(error) = appended {
+            tracing::warn!("could not record an unfinished tool call: {error:#}");
         }
     }
 }
@@ -111,8 +134,8 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
             turn_id,
             final_message: success.final_message,
             usage: success.usage,
-            stop_reason: None,
-            incomplete: None,
+            stop_reason: success.stop_reason,
+            incomplete: success.incomplete,
         }),
         Ending::Failed(error) => RoderEvent::TurnFailed(TurnFailed {
             thread_id,
@@ -138,6 +161,9 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
                 "could not record the end of turn {}: {error:#}",
                 plan.turn_id
             );
+        }
+        if let Some(writer) = plan.take_writer() {
+            writer.release_locked(&mut cursor);
         }
     }
     plan.active.done.store(true, Ordering::SeqCst);

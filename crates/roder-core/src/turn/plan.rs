@@ -6,10 +6,9 @@ use std::sync::Arc;
 use roder_api::inference::{InferenceEngine, ReasoningEffort};
 use roder_api::remote_runner::ThreadRunnerBinding;
 use roder_api::tools::ToolSpec;
-use roder_api::transcript::TranscriptItem;
-
 use crate::runner::deadline::TurnDeadline;
 use crate::threads::{ActiveTurn, ThreadState};
+use crate::writer::WriterGuard;
 
 /// Where the turn's workspace tools run.
 #[derive(Debug, Clone)]
@@ -37,13 +36,20 @@ pub(crate) struct TurnPlan {
     pub deadline: TurnDeadline,
     pub deadline_seconds: Option<u64>,
     pub parallel_tool_calls: bool,
-    /// The conversation up to and including this turn's user message.
-    pub transcript: Vec<TranscriptItem>,
+    /// The thread's writer lease, held until the terminal event is written.
+    pub writer: std::sync::Mutex<Option<WriterGuard>>,
 }
 
 impl TurnPlan {
     pub fn thread_id(&self) -> &str {
         &self.thread.thread_id
+    }
+
+    pub fn take_writer(&self) -> Option<WriterGuard> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     pub fn is_external_tool(&self, name: &str) -> bool {

@@ -17,6 +17,7 @@ use crate::runtime::Runtime;
 use crate::threads::{ActiveTurn, ThreadState};
 use crate::turn::driver;
 use crate::turn::plan::{TurnPlan, TurnWorkspace};
+use crate::writer::WriterGuard;
 
 /// Largest `AGENTS.md` read into the developer context.
 const AGENTS_MD_LIMIT: usize = 64 * 1024;
@@ -27,8 +28,11 @@ assumption in your final answer.";
 
 impl Runtime {
     /// Starts a turn on its own task and returns its id at once. A thread runs
-    /// one turn at a time: input for a busy thread is refused (nothing is
-    /// queued, no state changes, no event is written).
+    /// one turn at a time, across processes: input for a thread busy here
+    /// ([`RuntimeError::ThreadBusy`]) or in another process (a
+    /// [`ThreadWriterBusy`](roder_api::writer_lease::ThreadWriterBusy) naming
+    /// it) is refused (nothing is queued, no state changes, no event is
+    /// written). A turn a dead process left open is closed first.
     pub async fn start_turn(self: &Arc<Self>, request: StartTurnRequest) -> anyhow::Result<String> {
         if request.task_ledger_required {
             anyhow::bail!("task_ledger_required is not supported; set it to false");
@@ -57,8 +61,15 @@ impl Runtime {
                 thread_id: request.thread_id.clone(),
                 turn_id: running.turn_id,
             })?;
+        let writer = match self.open_writer(&thread).await {
+            Ok(writer) => writer,
+            Err(error) => {
+                thread.release(&turn_id);
+                return Err(error);
+            }
+        };
         match self
-            .plan_turn(&thread, metadata, request, provider, engine, active)
+            .plan_turn(&thread, metadata, request, provider, engine, active, writer)
             .await
         {
             Ok(plan) => {
@@ -80,6 +91,7 @@ impl Runtime {
         provider: String,
         engine: Arc<dyn roder_api::inference::InferenceEngine>,
         active: ActiveTurn,
+        writer: WriterGuard,
     ) -> anyhow::Result<TurnPlan> {
         let model = request
             .model_override
@@ -94,7 +106,6 @@ impl Runtime {
             }
             None => TurnWorkspace::Local(PathBuf::from(&metadata.workspace)),
         };
-        let mut transcript = thread.log.lock().await.transcript.clone();
         let developer_context = self
             .developer_context(&metadata, request.developer_context.as_deref(), &workspace)
             .await;
@@ -117,10 +128,6 @@ impl Runtime {
                 }),
             )
             .await?;
-        let user_message = TranscriptItem::UserMessage {
-            text: request.message,
-            images: request.images,
-        };
         self.bus
             .emit(
                 thread,
@@ -128,11 +135,13 @@ impl Runtime {
                 RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
                     thread_id: metadata.thread_id.clone(),
                     turn_id: turn_id.clone(),
-                    item: user_message.clone(),
+                    item: TranscriptItem::UserMessage {
+                        text: request.message,
+                        images: request.images,
+                    },
                 }),
             )
             .await?;
-        transcript.push(user_message);
         let parallel_tool_calls = self.config.parallel_tool_calls_allowed(&model)
             && engine.capabilities().parallel_tool_calls;
         Ok(TurnPlan {
@@ -150,7 +159,7 @@ impl Runtime {
             deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
             deadline_seconds: self.config.turn_deadline_seconds,
             parallel_tool_calls,
-            transcript,
+            writer: std::sync::Mutex::new(Some(writer)),
         })
     }
 

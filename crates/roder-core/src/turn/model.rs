@@ -1,0 +1,185 @@
+//! One model request: streaming its events, publishing deltas as they
+//! arrive, and assembling what the model said.
+//!
+//! Text is kept per phase: commentary between tool calls and the final
+//! answer are separate messages, never glued together. The request's stop
+//! reason is kept, and a tool call whose arguments began streaming but never
+//! completed is reported as cut off instead of vanishing.
+
+use futures::StreamExt;
+use roder_api::events::{MessageDeltaEvent, ReasoningDeltaEvent, RoderEvent};
+use roder_api::inference::{
+    AgentInferenceRequest, InferenceEvent, InferenceTurnContext, MessagePhase, TokenUsage,
+    ToolCallCompleted as ModelToolCall,
+};
+use roder_api::stop_reason::StopReason;
+
+use crate::turn::context::TurnContext;
+
+/// Text of one phase, as one transcript message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PhasedText {
+    pub phase: Option<MessagePhase>,
+    pub text: String,
+}
+
+/// A tool call the stream began but never completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CutOffCall {
+    pub call_id: String,
+    pub tool_name: Option<String>,
+}
+
+/// What one model request produced.
+#[derive(Debug, Default)]
+pub(crate) struct ModelResponse {
+    pub messages: Vec<PhasedText>,
+    pub reasoning: String,
+    pub tool_calls: Vec<ModelToolCall>,
+    pub usage: TokenUsage,
+    pub stop_reason: Option<StopReason>,
+    pub cut_off_call: Option<CutOffCall>,
+}
+
+impl ModelResponse {
+    fn push_text(&mut self, phase: Option<MessagePhase>, text: &str) {
+        match self.messages.last_mut() {
+            Some(last) if last.phase == phase => last.text.push_str(text),
+            _ => self.messages.push(PhasedText {
+                phase,
+                text: text.to_string(),
+            }),
+        }
+    }
+
+    /// The answer a client shows: the final-answer text, or, when the API
+    /// marks no phases, everything the model said in this response.
+    pub fn final_message(&self) -> Option<String> {
+        let answer: String = self
+            .messages
+            .iter()
+            .filter(|message| message.phase != Some(MessagePhase::Commentary))
+            .map(|message| message.text.as_str())
+            .collect();
+        if !answer.is_empty() {
+            return Some(answer);
+        }
+        self.messages.last().map(|message| message.text.clone())
+    }
+}
+
+/// Streams one model response.
+pub(crate) async fn request(
+    ctx: TurnContext<'_>,
+    request: AgentInferenceRequest,
+) -> anyhow::Result<ModelResponse> {
+    let inference = InferenceTurnContext {
+        thread_id: ctx.plan.thread_id(),
+        turn_id: &ctx.plan.turn_id,
+        reliability: &ctx.runtime.config.reliability,
+        cancellation: ctx.cancellation(),
+    };
+    let mut stream = ctx
+        .cancellable(ctx.plan.engine.stream_turn(inference, request))
+        .await?;
+    let mut response = ModelResponse::default();
+    // Calls whose arguments are streaming, by id, until they complete.
+    let mut streaming: Vec<CutOffCall> = Vec::new();
+    let mut completed = false;
+    while let Some(event) = ctx.cancellable(async { Ok(stream.next().await) }).await? {
+        match event? {
+            InferenceEvent::MessageDelta(delta) => {
+                response.push_text(delta.phase, &delta.text);
+                publish(
+                    ctx,
+                    RoderEvent::MessageDelta(MessageDeltaEvent {
+                        thread_id: ctx.thread_id(),
+                        turn_id: ctx.turn_id(),
+                        text: delta.text,
+                        phase: delta.phase,
+                    }),
+                )
+                .await;
+            }
+            InferenceEvent::ReasoningDelta(delta) => {
+                response.reasoning.push_str(&delta.text);
+                publish(
+                    ctx,
+                    RoderEvent::ReasoningDelta(ReasoningDeltaEvent {
+                        thread_id: ctx.thread_id(),
+                        turn_id: ctx.turn_id(),
+                        text: delta.text,
+                    }),
+                )
+                .await;
+            }
+            InferenceEvent::ToolCallArgumentsDelta(delta) => {
+                if !streaming.iter().any(|call| call.call_id == delta.id) {
+                    streaming.push(CutOffCall {
+                        call_id: delta.id,
+                        tool_name: delta.name,
+                    });
+                }
+            }
+            InferenceEvent::ToolCallCompleted(call) => {
+                streaming.retain(|open| open.call_id != call.id);
+                response.tool_calls.push(call);
+            }
+            InferenceEvent::Usage(usage) => response.usage.add(&usage),
+            InferenceEvent::Completed(metadata) => {
+                response.stop_reason = metadata
+                    .stop_reason
+                    .as_deref()
+                    .map(StopReason::from_provider);
+                completed = true;
+                break;
+            }
+            InferenceEvent::Failed(failure) => {
+                anyhow::bail!("the model request failed: {}", failure.message)
+            }
+        }
+    }
+    if !completed {
+        anyhow::bail!("the model's response stream ended before it completed");
+    }
+    response.cut_off_call = streaming.into_iter().next();
+    Ok(response)
+}
+
+async fn publish(ctx: TurnContext<'_>, event: RoderEvent) {
+    ctx.runtime
+        .bus
+        .publish_transient(&ctx.plan.thread, Some(&ctx.plan.turn_id), event)
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_are_kept_apart_and_the_answer_is_the_final_phase() {
+        let mut response = ModelResponse::default();
+        response.push_text(Some(MessagePhase::Commentary), "Let me ");
+        response.push_text(Some(MessagePhase::Commentary), "look.");
+        response.push_text(Some(MessagePhase::FinalAnswer), "Done.");
+        assert_eq!(response.messages.len(), 2);
+        assert_eq!(response.messages[0].text, "Let me look.");
+        assert_eq!(response.final_message().as_deref(), Some("Done."));
+    }
+
+    #[test]
+    fn without_phases_everything_is_the_answer() {
+        let mut response = ModelResponse::default();
+        response.push_text(None, "a");
+        response.push_text(None, "b");
+        assert_eq!(response.final_message().as_deref(), Some("ab"));
+        let mut commentary_only = ModelResponse::default();
+        commentary_only.push_text(Some(MessagePhase::Commentary), "thinking aloud");
+        assert_eq!(
+            commentary_only.final_message().as_deref(),
+            Some("thinking aloud")
+        );
+        assert_eq!(ModelResponse::default().final_message(), None);
+    }
+}

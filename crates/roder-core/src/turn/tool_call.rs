@@ -1,0 +1,170 @@
+//! One tool call: parsed once, routed, its panics contained, its start and
+//! outcome published.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use futures::FutureExt;
+use roder_api::events::{
+    FileChangePreviewReady, RoderEvent, ToolCallCompleted, ToolCallStarted,
+};
+use roder_api::inference::ToolCallCompleted as ModelToolCall;
+use roder_api::tools::ToolResult;
+
+use crate::routing::{self, RoutedResult};
+use crate::turn::context::TurnContext;
+use crate::turn::record::OpenCalls;
+
+/// Runs `call`, records its outcome in `open_calls` and returns its result.
+/// Only a failure to write the log is an error: everything that goes wrong
+/// with the call itself (bad arguments, a refused path, a panicking tool) is
+/// an error *result* the model reads.
+pub(crate) async fn run(
+    ctx: TurnContext<'_>,
+    open_calls: &OpenCalls,
+    call: &ModelToolCall,
+) -> anyhow::Result<ToolResult> {
+    ctx.emit(RoderEvent::ToolCallStarted(ToolCallStarted {
+        thread_id: ctx.thread_id(),
+        turn_id: ctx.turn_id(),
+        call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+    }))
+    .await?;
+    let started = Instant::now();
+    let RoutedResult { result, local } = match parse_arguments(call) {
+        Ok(arguments) => contained(ctx, call, arguments).await,
+        Err(message) => RoutedResult {
+            result: error_result(call, message),
+            local: false,
+        },
+    };
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if local && !result.is_error {
+        for change in routing::file_changes(&result) {
+            ctx.emit(RoderEvent::FileChangePreviewReady(FileChangePreviewReady {
+                thread_id: ctx.thread_id(),
+                turn_id: ctx.turn_id(),
+                call_id: call.id.clone(),
+                path: change.path,
+                diff: change.diff,
+            }))
+            .await?;
+        }
+    }
+    ctx.emit(RoderEvent::ToolCallCompleted(ToolCallCompleted {
+        thread_id: ctx.thread_id(),
+        turn_id: ctx.turn_id(),
+        call_id: call.id.clone(),
+        tool_name: Some(result.name.clone()),
+        output: Some(result.text.clone()),
+        is_error: result.is_error,
+        data: result.data.clone(),
+        duration_ms,
+    }))
+    .await?;
+    open_calls.finish(&result);
+    Ok(result)
+}
+
+/// Routes the call; a panic anywhere below (the tool, its workspace, a
+/// runner session) becomes an error result instead of killing the turn.
+async fn contained(
+    ctx: TurnContext<'_>,
+    call: &ModelToolCall,
+    arguments: serde_json::Value,
+) -> RoutedResult {
+    match AssertUnwindSafe(routing::execute(ctx, call, arguments))
+        .catch_unwind()
+        .await
+    {
+        Ok(routed) => routed,
+        Err(panic) => RoutedResult {
+            result: error_result(
+                call,
+                format!(
+                    "tool \"{}\" failed: it panicked ({}); this is a bug in the tool, not in your call",
+                    call.name,
+                    panic_message(panic.as_ref())
+                ),
+            ),
+            local: false,
+        },
+    }
+}
+
+fn error_result(call: &ModelToolCall, text: String) -> ToolResult {
+    ToolResult {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        text,
+        data: serde_json::Value::Null,
+        is_error: true,
+    }
+}
+
+/// The call's arguments as a JSON object (empty text is `{}`), or the error
+/// the model reads.
+fn parse_arguments(call: &ModelToolCall) -> Result<serde_json::Value, String> {
+    let raw = call.arguments.trim();
+    if raw.is_empty() {
+        return Ok(serde_json::json!({}));
+    }
+    let value: serde_json::Value = serde_json::from_str(raw).map_err(|error| {
+        format!(
+            "the arguments of tool \"{}\" are not valid JSON ({error}); send one JSON object",
+            call.name
+        )
+    })?;
+    if !value.is_object() {
+        return Err(format!(
+            "the arguments of tool \"{}\" must be a JSON object, got: {raw}",
+            call.name
+        ));
+    }
+    Ok(value)
+}
+
+/// The text of a panic payload (`panic!` with a string or a format).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(arguments: &str) -> ModelToolCall {
+        ModelToolCall {
+            id: "c".into(),
+            name: "t".into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn arguments_are_an_object_or_an_error_the_model_reads() {
+        assert_eq!(parse_arguments(&call("  ")), Ok(serde_json::json!({})));
+        assert_eq!(
+            parse_arguments(&call(r#"{"a":1}"#)),
+            Ok(serde_json::json!({"a": 1}))
+        );
+        let not_json = parse_arguments(&call("{oops")).err().unwrap_or_default();
+        assert!(not_json.contains("not valid JSON"), "{not_json}");
+        let not_object = parse_arguments(&call("[1]")).err().unwrap_or_default();
+        assert!(not_object.contains("must be a JSON object"), "{not_object}");
+    }
+
+    #[test]
+    fn panic_payloads_become_text() {
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 7));
+        let Err(payload) = caught else {
+            panic!("it panicked");
+        };
+        assert_eq!(panic_message(payload.as_ref()), "boom 7");
+    }
+}
