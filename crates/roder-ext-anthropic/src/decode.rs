@@ -7,7 +7,16 @@
 //! `input_json_delta` fragments split anywhere and is complete at its
 //! `content_block_stop`. Usage is held back until `message_stop` so that a
 //! retried attempt can never count tokens twice. Stop reasons are the
-//! API's own (`end_turn`, `tool_use`, `max_tokens`, ...).
+//! API's own (`end_turn`, `tool_use`, `max_tokens`, `refusal`, ...).
+//!
+//! A tool use whose input is not whole JSON when its block stops waits for
+//! the stop reason: with `max_tokens` the output limit cut it off, so it is
+//! never completed (its argument deltas were sent; the runtime reports the
+//! call as truncated); otherwise it is completed as sent and the runtime
+//! answers the malformed input. A tool use still open at `message_stop` is
+//! completed only if its input is whole JSON and the limit did not stop
+//! the message. A refusal that streamed no text of its own sends the
+//! API's `stop_details.explanation` as its text.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -15,7 +24,9 @@ use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
-use roder_ext_inference_http::{DecodeError, Decoder, Event, Progress, snippet};
+use roder_ext_inference_http::{
+    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -32,6 +43,12 @@ pub(crate) struct MessagesDecoder {
     reasoning: String,
     /// Finished thinking blocks, as the API wants them back.
     signed: Vec<Value>,
+    /// Tool uses whose input did not parse when their block stopped.
+    unparsed: Vec<ToolCallCompleted>,
+    /// Message text was sent.
+    texted: bool,
+    /// `stop_details.explanation` of a refusal.
+    explanation: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +151,12 @@ enum BlockDelta {
 #[derive(Deserialize)]
 struct MessageDeltaBody {
     stop_reason: Option<String>,
+    stop_details: Option<StopDetails>,
+}
+
+#[derive(Deserialize)]
+struct StopDetails {
+    explanation: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -142,6 +165,12 @@ struct Usage {
     output_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct OutputDetails {
+    thinking_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -155,6 +184,9 @@ impl Usage {
         self.cache_creation_input_tokens = newer
             .cache_creation_input_tokens
             .or(self.cache_creation_input_tokens);
+        self.output_tokens_details = newer
+            .output_tokens_details
+            .or(self.output_tokens_details.take());
     }
 
     /// `input_tokens` counts the whole prompt, cached parts included, as
@@ -168,7 +200,11 @@ impl Usage {
                 + self.cache_creation_input_tokens.unwrap_or_default(),
             output_tokens: self.output_tokens.unwrap_or_default(),
             cached_input_tokens: cache_read,
-            reasoning_tokens: 0,
+            reasoning_tokens: self
+                .output_tokens_details
+                .as_ref()
+                .and_then(|details| details.thinking_tokens)
+                .unwrap_or_default(),
         }
     }
 }
@@ -219,6 +255,11 @@ impl Decoder for MessagesDecoder {
                 if delta.stop_reason.is_some() {
                     self.stop_reason = delta.stop_reason;
                 }
+                if let Some(explanation) =
+                    delta.stop_details.and_then(|details| details.explanation)
+                {
+                    self.explanation = Some(explanation);
+                }
                 if let Some(usage) = usage {
                     self.usage.update(usage);
                 }
@@ -248,6 +289,7 @@ impl MessagesDecoder {
         let block = match block {
             ContentBlock::Text { text } => {
                 if !text.is_empty() {
+                    self.texted = true;
                     out.push_back(InferenceEvent::MessageDelta(MessageDelta {
                         text,
                         phase: None,
@@ -295,6 +337,7 @@ impl MessagesDecoder {
         let mut reasoning = None;
         match (block, delta) {
             (Block::Text, BlockDelta::Text { text }) if !text.is_empty() => {
+                self.texted = true;
                 out.push_back(InferenceEvent::MessageDelta(MessageDelta {
                     text,
                     phase: None,
@@ -336,18 +379,16 @@ impl MessagesDecoder {
                 json,
                 initial,
             }) => {
-                let arguments = if !json.trim().is_empty() {
-                    json
-                } else if initial.as_object().is_some_and(|object| !object.is_empty()) {
-                    initial.to_string()
-                } else {
-                    "{}".to_string()
-                };
-                out.push_back(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
+                let call = ToolCallCompleted {
                     id,
                     name,
-                    arguments,
-                }));
+                    arguments: arguments_of(json, &initial),
+                };
+                if serde_json::from_str::<Value>(&call.arguments).is_ok() {
+                    out.push_back(InferenceEvent::ToolCallCompleted(call));
+                } else {
+                    self.unparsed.push(call);
+                }
             }
             Some(Block::Thinking { text, signature }) => {
                 self.signed
@@ -362,6 +403,40 @@ impl MessagesDecoder {
     }
 
     fn finish(&mut self, out: &mut VecDeque<InferenceEvent>) {
+        let cut_off = self.stop_reason.as_deref() == Some("max_tokens");
+        let unparsed = std::mem::take(&mut self.unparsed);
+        if !cut_off {
+            for call in unparsed {
+                out.push_back(InferenceEvent::ToolCallCompleted(call));
+            }
+            for block in std::mem::take(&mut self.blocks).into_values() {
+                if let Block::ToolUse {
+                    id,
+                    name,
+                    json,
+                    initial,
+                } = block
+                {
+                    let arguments = arguments_of(json, &initial);
+                    if serde_json::from_str::<Value>(&arguments).is_ok() {
+                        out.push_back(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
+                            id,
+                            name,
+                            arguments,
+                        }));
+                    }
+                }
+            }
+        }
+        if self.stop_reason.as_deref() == Some("refusal")
+            && !self.texted
+            && let Some(text) = self.explanation.take().filter(|text| !text.is_empty())
+        {
+            out.push_back(InferenceEvent::MessageDelta(MessageDelta {
+                text,
+                phase: None,
+            }));
+        }
         self.thinking.insert(
             std::mem::take(&mut self.reasoning),
             std::mem::take(&mut self.signed),
@@ -374,19 +449,33 @@ impl MessagesDecoder {
     }
 }
 
-/// Overload, rate limit and internal errors are worth another attempt.
+/// The raw input of a tool use: the streamed JSON, else the start block's
+/// `input` when no delta came, else `{}`.
+fn arguments_of(json: String, initial: &Value) -> String {
+    if !json.trim().is_empty() {
+        json
+    } else if initial.as_object().is_some_and(|object| !object.is_empty()) {
+        initial.to_string()
+    } else {
+        "{}".to_string()
+    }
+}
+
+/// Overload, rate limit and internal errors are worth another attempt
+/// ([`classify`]); invalid requests and the like are not.
 fn reported(error: ErrorBody) -> DecodeError {
-    let retryable = matches!(
-        error.kind.as_deref(),
-        Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error")
-    );
+    let retry = classify(FailureReport {
+        kind: error.kind.as_deref(),
+        message: error.message.as_deref().unwrap_or(""),
+        ..FailureReport::default()
+    });
     let message = match (error.kind, error.message) {
         (Some(kind), Some(message)) => format!("{message} ({kind})"),
         (None, Some(message)) => message,
         (Some(kind), None) => kind,
         (None, None) => "the stream reported an error without a message".to_string(),
     };
-    DecodeError::Reported { message, retryable }
+    DecodeError::Reported { message, retry }
 }
 
 #[cfg(test)]
@@ -394,7 +483,7 @@ mod tests {
     use roder_testkit::fake_models::MessagesStream;
 
     use super::*;
-    use roder_ext_inference_http::decode_chunks;
+    use roder_ext_inference_http::{RetryClass, decode_chunks};
 
     fn decode_at(
         decoder: MessagesDecoder,
@@ -514,7 +603,7 @@ mod tests {
             end,
             Err(DecodeError::Reported {
                 message: "Overloaded (overloaded_error)".into(),
-                retryable: true,
+                retry: RetryClass::Transient,
             })
         );
         let invalid = MessagesStream::new("m").error("invalid_request_error", "bad");
@@ -522,7 +611,7 @@ mod tests {
         assert!(matches!(
             end,
             Err(DecodeError::Reported {
-                retryable: false,
+                retry: RetryClass::Permanent,
                 ..
             })
         ));

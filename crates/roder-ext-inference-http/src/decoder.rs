@@ -9,6 +9,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use roder_api::inference::InferenceEvent;
 
+use crate::classify::RetryClass;
 use crate::error::shorten;
 
 /// Where a decoder is after an event.
@@ -27,8 +28,9 @@ pub enum DecodeError {
     Truncated,
     /// An event could not be read.
     Malformed(String),
-    /// The provider reported an error inside the stream.
-    Reported { message: String, retryable: bool },
+    /// The provider reported an error inside the stream; `retry` comes
+    /// from [`crate::classify`] with no HTTP status.
+    Reported { message: String, retry: RetryClass },
 }
 
 /// One wire format's mapping from SSE events to inference events. A fresh

@@ -157,26 +157,19 @@ impl<D: Decoder> Driver<D> {
             DecodeError::Malformed(detail) => {
                 Step::Fatal(Err(ProviderError::Protocol { provider, detail }.into()))
             }
-            DecodeError::Reported {
-                message,
-                retryable: true,
-            } => Step::Retryable(ProviderError::Reported {
-                provider,
-                message,
-                retryable: true,
-            }),
-            DecodeError::Reported {
-                message,
-                retryable: false,
-            } => {
+            DecodeError::Reported { message, retry } => {
                 let error = ProviderError::Reported {
                     provider,
                     message,
-                    retryable: false,
+                    retry,
                 };
-                Step::Fatal(Ok(InferenceEvent::Failed(InferenceFailure {
-                    message: error.to_string(),
-                })))
+                if retry.is_retryable() {
+                    Step::Retryable(error)
+                } else {
+                    Step::Fatal(Ok(InferenceEvent::Failed(InferenceFailure {
+                        message: error.to_string(),
+                    })))
+                }
             }
         }
     }

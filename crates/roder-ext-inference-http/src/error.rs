@@ -1,9 +1,11 @@
 //! Errors a user can act on. Each names the provider and, where there is
 //! one, the fix (the variable to set, the URL to check). Callers that need
-//! to branch (retry or not) use [`ProviderError::is_retryable`].
+//! to branch (retry or not) use [`ProviderError::retry_class`].
 //!
 //! One type serves every engine: the provider (the engine id a thread
 //! selected) is a field, so messages name it without a type per engine.
+
+use crate::classify::RetryClass;
 
 /// Why a request to a model provider failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -51,6 +53,8 @@ pub enum ProviderError {
         provider: String,
         status: u16,
         message: String,
+        /// Decided from the status, the body and `x-should-retry`.
+        retry: RetryClass,
     },
 
     #[error("the response stream from provider \"{provider}\" broke before it completed: {detail}")]
@@ -60,7 +64,7 @@ pub enum ProviderError {
     Reported {
         provider: String,
         message: String,
-        retryable: bool,
+        retry: RetryClass,
     },
 
     #[error("provider \"{provider}\" sent a stream event this engine cannot read: {detail}")]
@@ -82,21 +86,19 @@ pub enum ProviderError {
 impl ProviderError {
     /// Whether another attempt of the same request may succeed.
     pub fn is_retryable(&self) -> bool {
+        self.retry_class().is_retryable()
+    }
+
+    /// How this failure may be retried (see [`crate::classify`]).
+    pub fn retry_class(&self) -> RetryClass {
         match self {
             ProviderError::Unreachable { .. }
             | ProviderError::Transport { .. }
-            | ProviderError::StreamDropped { .. } => true,
-            ProviderError::Http { status, .. } => is_retryable_status(*status),
-            ProviderError::Reported { retryable, .. } => *retryable,
-            _ => false,
+            | ProviderError::StreamDropped { .. } => RetryClass::Transient,
+            ProviderError::Http { retry, .. } | ProviderError::Reported { retry, .. } => *retry,
+            _ => RetryClass::Permanent,
         }
     }
-}
-
-/// 408, 429 and every 5xx (Anthropic's 529 "overloaded" included) are
-/// worth another try; other 4xx mean the request itself is wrong.
-pub fn is_retryable_status(status: u16) -> bool {
-    status == 408 || status == 429 || (500..=599).contains(&status)
 }
 
 /// `error` and its sources joined, for transport errors whose top-level
@@ -129,16 +131,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_that_are_retried() {
-        for status in [408, 429, 500, 502, 503, 504, 529] {
-            assert!(is_retryable_status(status), "{status}");
-        }
-        for status in [400, 401, 403, 404, 422] {
-            assert!(!is_retryable_status(status), "{status}");
-        }
-    }
-
-    #[test]
     fn exhausted_errors_keep_the_cause() {
         for provider in ["openai", "anthropic"] {
             let error = ProviderError::Exhausted {
@@ -147,6 +139,7 @@ mod tests {
                     provider: provider.into(),
                     status: 503,
                     message: "overloaded".into(),
+                    retry: RetryClass::Transient,
                 }),
             };
             assert_eq!(

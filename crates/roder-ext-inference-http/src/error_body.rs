@@ -56,9 +56,44 @@ pub(crate) fn error_message(body: &str, reason: Option<&str>) -> String {
     shorten(body, 500)
 }
 
+/// The error's `type` and string `code`, where OpenAI
+/// (`{"error": {"type", "code"}}`) and Anthropic
+/// (`{"type": "error", "error": {"type"}}`) put them.
+pub(crate) fn error_fields(body: &str) -> (Option<String>, Option<String>) {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return (None, None);
+    };
+    let text = |pointer: &str| {
+        value
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    (text("/error/type"), text("/error/code"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_types_and_codes_are_read() {
+        let openai = r#"{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        assert_eq!(
+            error_fields(openai),
+            (
+                Some("insufficient_quota".into()),
+                Some("insufficient_quota".into())
+            )
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"overloaded_error","message":"later"}}"#;
+        assert_eq!(
+            error_fields(anthropic),
+            (Some("overloaded_error".into()), None)
+        );
+        assert_eq!(error_fields(r#"{"error":{"code":429}}"#), (None, None));
+        assert_eq!(error_fields("not json"), (None, None));
+    }
 
     #[test]
     fn error_messages_are_found_in_every_known_shape() {

@@ -1,7 +1,9 @@
 //! One logical request to a provider, sent as many times as the retry
-//! policy allows: connection failures, 408/429/5xx and (via
-//! [`Exchange::before_retry`]) broken streams are retried; everything else
-//! fails at once with an error that says what to fix.
+//! policy allows: connection failures, transient answers (408/409/429/5xx
+//! unless the body or `x-should-retry` says otherwise, see
+//! [`crate::classify`]) and (via [`Exchange::before_retry`]) broken streams
+//! and transient in-stream errors are retried; a doubtful failure gets one
+//! more attempt; everything else fails at once with the provider's message.
 
 use std::time::Duration;
 
@@ -11,8 +13,9 @@ use reqwest::{Method, Response};
 use roder_api::inference::ReliabilityConfig;
 use tokio_util::sync::CancellationToken;
 
+use crate::classify::{FailureReport, RetryClass, classify, should_retry_header};
 use crate::error::{ProviderError, chain};
-use crate::error_body::{error_message, is_json, read_error_body};
+use crate::error_body::{error_fields, error_message, is_json, read_error_body};
 use crate::retry::{delay_before, retry_after};
 
 /// A request that is ready to send, with everything needed to send it
@@ -31,6 +34,8 @@ pub struct Exchange {
     cancel: CancellationToken,
     idle_timeout: Duration,
     attempts: u32,
+    /// Doubtful failures already given their one more attempt.
+    doubtful_retries: u32,
 }
 
 /// What an [`Exchange`] is made of.
@@ -61,6 +66,7 @@ impl Exchange {
             cancel: parts.cancel,
             idle_timeout: parts.idle_timeout,
             attempts: 0,
+            doubtful_retries: 0,
         }
     }
 
@@ -93,18 +99,20 @@ impl Exchange {
     }
 
     /// After `error`, either waits out the backoff (`Ok`: try again) or
-    /// returns the error to report: not retryable, attempts used up, or
-    /// cancelled while waiting.
+    /// returns the error to report: permanent, a doubtful one seen twice,
+    /// attempts used up, or cancelled while waiting.
     pub(crate) async fn before_retry(
         &mut self,
         error: ProviderError,
         retry_after: Option<Duration>,
     ) -> Result<(), ProviderError> {
-        if !error.is_retryable() {
+        let class = error.retry_class();
+        if class == RetryClass::Permanent {
             return Err(error);
         }
         let max_attempts = self.reliability.max_attempts.max(1);
-        if self.attempts >= max_attempts {
+        let doubt_settled = class == RetryClass::Doubtful && self.doubtful_retries >= 1;
+        if self.attempts >= max_attempts || doubt_settled {
             return Err(if self.attempts > 1 {
                 ProviderError::Exhausted {
                     attempts: self.attempts,
@@ -113,6 +121,9 @@ impl Exchange {
             } else {
                 error
             });
+        }
+        if class == RetryClass::Doubtful {
+            self.doubtful_retries += 1;
         }
         let delay = delay_before(&self.reliability, self.attempts + 1, retry_after);
         tracing::warn!(
@@ -166,6 +177,7 @@ impl Exchange {
             return Ok(response);
         }
         let retry_after = retry_after(response.headers());
+        let should_retry = should_retry_header(response.headers());
         let body = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return Err((self.cancelled(), None)),
@@ -174,6 +186,14 @@ impl Exchange {
             }
         };
         let message = error_message(&body, status.canonical_reason());
+        let (kind, code) = error_fields(&body);
+        let retry = classify(FailureReport {
+            status: Some(status.as_u16()),
+            kind: kind.as_deref(),
+            code: code.as_deref(),
+            message: &message,
+            should_retry,
+        });
         let error = if status.as_u16() == 401 {
             ProviderError::Authentication {
                 provider: self.provider.clone(),
@@ -189,6 +209,7 @@ impl Exchange {
                 provider: self.provider.clone(),
                 status: status.as_u16(),
                 message,
+                retry,
             }
         };
         Err((error, retry_after))

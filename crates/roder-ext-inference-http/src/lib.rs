@@ -5,8 +5,10 @@
 //!   client, headers and API key ([`ApiKeySource`], sent as [`KeyHeader`])
 //!   made from it; each request is made from it as an [`Exchange`].
 //! * [`Exchange`]: one logical request, sent again after connection
-//!   failures and 408/429/5xx answers as `ReliabilityConfig` allows,
-//!   honouring `Retry-After`.
+//!   failures and transient answers as `ReliabilityConfig` allows,
+//!   honouring `Retry-After` (seconds or HTTP-date); [`classify`] decides
+//!   what is transient from the status, the error body and
+//!   `x-should-retry`.
 //! * [`Driver`]: reads the SSE response through an engine's [`Decoder`],
 //!   with an idle timeout and cancellation, and requests it again when a
 //!   stream breaks before anything was delivered, never after.
@@ -49,17 +51,20 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod api_key;
+pub mod classify;
 mod connection;
 mod decoder;
 mod driver;
 mod error;
 mod error_body;
 mod exchange;
+mod http_date;
 mod retry;
 
 pub use api_key::ApiKeySource;
+pub use classify::{FailureReport, RetryClass, classify, is_retryable_status};
 pub use connection::{Connection, ConnectionSettings, KeyHeader, ProviderConfig};
 pub use decoder::{DecodeError, Decoder, Event, Progress, decode_chunks, snippet};
 pub use driver::Driver;
-pub use error::{ProviderError, is_retryable_status};
+pub use error::ProviderError;
 pub use exchange::Exchange;

@@ -8,6 +8,13 @@
 //! order. Usage (the `choices: []` chunk that `include_usage` adds) is held
 //! back and sent just before `Completed`, so a retried attempt can never
 //! count tokens twice.
+//!
+//! A refusal (`delta.refusal`) streams as message text and ends with the
+//! stop reason `refusal`. When the output limit cut the answer off
+//! (`finish_reason: "length"`), only calls whose arguments are whole JSON
+//! are completed; a call cut off mid-arguments gets its argument deltas
+//! but no `ToolCallCompleted`, so the runtime sees it was truncated
+//! instead of running half a command.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -16,7 +23,7 @@ use roder_api::inference::{
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
 use roder_ext_inference_http::{
-    DecodeError, Decoder, Event, Progress, is_retryable_status, snippet,
+    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,6 +36,8 @@ pub(crate) struct ChatDecoder {
     calls: BTreeMap<u64, PendingCall>,
     finish_reason: Option<String>,
     usage: Option<TokenUsage>,
+    /// Refusal text was streamed.
+    refused: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +67,8 @@ struct Choice {
 #[derive(Deserialize)]
 struct Delta {
     content: Option<String>,
+    /// The model's refusal, streamed like content.
+    refusal: Option<String>,
     /// DeepSeek, vLLM, llama.cpp.
     reasoning_content: Option<String>,
     /// OpenRouter, Ollama. Kept loose: its shape differs between servers.
@@ -117,7 +128,8 @@ impl Decoder for ChatDecoder {
             return Err(reported(&error));
         }
         if self.response_id.is_none() {
-            self.response_id = chunk.id;
+            // Azure's first chunk (prompt filter results) has an empty id.
+            self.response_id = chunk.id.filter(|id| !id.is_empty());
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(TokenUsage {
@@ -179,6 +191,13 @@ impl ChatDecoder {
                 phase: None,
             }));
         }
+        if let Some(text) = delta.refusal.filter(|text| !text.is_empty()) {
+            self.refused = true;
+            out.push_back(InferenceEvent::MessageDelta(MessageDelta {
+                text,
+                phase: None,
+            }));
+        }
         for (position, fragment) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
             let index = fragment.index.unwrap_or(position as u64);
             let function = fragment.function;
@@ -218,7 +237,13 @@ impl ChatDecoder {
     }
 
     fn complete_calls(&mut self, out: &mut VecDeque<InferenceEvent>) {
+        let cut_off = self.finish_reason.as_deref() == Some("length");
         for (_, call) in std::mem::take(&mut self.calls) {
+            if cut_off && serde_json::from_str::<Value>(&call.arguments).is_err() {
+                // Truncated mid-arguments: left open for the runtime to
+                // report, never run.
+                continue;
+            }
             let arguments = if call.arguments.trim().is_empty() {
                 // A call of a tool without parameters; "{}" parses, "" not.
                 "{}".to_string()
@@ -243,14 +268,24 @@ impl ChatDecoder {
             out.push_back(InferenceEvent::Usage(usage));
         }
         out.push_back(InferenceEvent::Completed(CompletionMetadata {
-            stop_reason: self.finish_reason.clone(),
+            stop_reason: self.stop_reason(),
             provider_response_id: self.response_id.clone(),
         }));
+    }
+
+    /// `finish_reason` as sent, except that a refusal that otherwise ended
+    /// normally says `refusal`.
+    fn stop_reason(&self) -> Option<String> {
+        match self.finish_reason.as_deref() {
+            None | Some("stop") if self.refused => Some("refusal".to_string()),
+            _ => self.finish_reason.clone(),
+        }
     }
 }
 
 /// An in-stream `error` object. OpenRouter puts the upstream HTTP status in
-/// `code`; rate limits and server errors are worth another attempt.
+/// `code`, OpenAI a word; [`classify`] decides whether it is worth another
+/// attempt.
 fn reported(error: &Value) -> DecodeError {
     let message = error
         .get("message")
@@ -259,19 +294,16 @@ fn reported(error: &Value) -> DecodeError {
         .unwrap_or("unknown error")
         .to_string();
     let code = error.get("code");
-    let retryable = match code {
-        Some(Value::Number(number)) => number
-            .as_u64()
-            .is_some_and(|status| is_retryable_status(status as u16)),
-        Some(Value::String(code)) => {
-            matches!(
-                code.as_str(),
-                "rate_limit_exceeded" | "server_error" | "overloaded"
-            )
-        }
-        _ => false,
-    };
-    DecodeError::Reported { message, retryable }
+    let retry = classify(FailureReport {
+        status: code
+            .and_then(Value::as_u64)
+            .and_then(|status| u16::try_from(status).ok()),
+        kind: error.get("type").and_then(Value::as_str),
+        code: code.and_then(Value::as_str),
+        message: &message,
+        should_retry: None,
+    });
+    DecodeError::Reported { message, retry }
 }
 
 #[cfg(test)]
@@ -279,7 +311,7 @@ mod tests {
     use roder_testkit::fake_models::ChatStream;
 
     use super::*;
-    use roder_ext_inference_http::decode_chunks;
+    use roder_ext_inference_http::{RetryClass, decode_chunks};
 
     fn decode(body: &[u8], cuts: &[usize]) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
         let mut chunks = Vec::new();
@@ -458,7 +490,7 @@ mod tests {
             end,
             Err(DecodeError::Reported {
                 message: "upstream overloaded".into(),
-                retryable: true,
+                retry: RetryClass::Transient,
             })
         );
         let stream = ChatStream::new()
@@ -468,7 +500,7 @@ mod tests {
         assert!(matches!(
             end,
             Err(DecodeError::Reported {
-                retryable: false,
+                retry: RetryClass::Permanent,
                 ..
             })
         ));

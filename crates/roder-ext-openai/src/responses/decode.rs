@@ -7,9 +7,22 @@
 //! `response.completed` or `response.incomplete` ends the response;
 //! `response.failed` and `error` events are provider errors.
 //!
+//! Message text streams as `output_text.delta` (refusals as
+//! `refusal.delta`), each delta tagged with its item's `phase`
+//! (`commentary` or `final_answer`). The finished text of a content part
+//! (`output_text.done`, `refusal.done`, the parts of `output_item.done`,
+//! and the messages of `response.completed`) is authoritative: whatever of
+//! it was not streamed as deltas (a server that sends only the finished
+//! item, a stream with deltas left out) is sent then as one more delta, and
+//! nothing is sent twice.
+//!
 //! Stop reasons use the Chat Completions words, so both engines report
-//! alike: `tool_calls` when calls were made, else `stop`; an incomplete
-//! response reports its reason (`max_output_tokens`, `content_filter`).
+//! alike: `tool_calls` when calls were made, else `stop`; `refusal` when
+//! the model refused; an incomplete response reports its reason
+//! (`max_output_tokens`, `content_filter`). A call the output limit cut
+//! off (item status `incomplete`, or arguments that are not whole JSON in
+//! an incomplete response) is never completed: its argument deltas were
+//! sent, and the runtime reports it as truncated.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -17,8 +30,11 @@ use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, MessagePhase, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
-use roder_ext_inference_http::{DecodeError, Decoder, Event, Progress, snippet};
+use roder_ext_inference_http::{
+    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
+};
 use serde::Deserialize;
+use serde_json::Value;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ResponsesDecoder {
@@ -27,8 +43,12 @@ pub(crate) struct ResponsesDecoder {
     calls: HashMap<String, PendingCall>,
     /// Call ids already completed.
     completed: HashSet<String>,
-    /// Phases of message items by item id.
+    /// Phases of message items by item key.
     phases: HashMap<String, MessagePhase>,
+    /// Text sent so far per (item key, content index).
+    sent: HashMap<(String, u64), String>,
+    /// Refusal text was sent.
+    refused: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -44,16 +64,46 @@ enum StreamEvent {
     #[serde(rename = "response.created", alias = "response.in_progress")]
     Started { response: ResponseBody },
     #[serde(rename = "response.output_item.added")]
-    ItemAdded { item: Item },
+    ItemAdded {
+        item: Item,
+        output_index: Option<u64>,
+    },
     #[serde(rename = "response.output_item.done")]
-    ItemDone { item: Item },
-    #[serde(
-        rename = "response.output_text.delta",
-        alias = "response.refusal.delta"
-    )]
+    ItemDone {
+        item: Item,
+        output_index: Option<u64>,
+    },
+    #[serde(rename = "response.output_text.delta")]
     TextDelta {
         item_id: Option<String>,
+        output_index: Option<u64>,
+        #[serde(default)]
+        content_index: u64,
         delta: String,
+    },
+    #[serde(rename = "response.refusal.delta")]
+    RefusalDelta {
+        item_id: Option<String>,
+        output_index: Option<u64>,
+        #[serde(default)]
+        content_index: u64,
+        delta: String,
+    },
+    #[serde(rename = "response.output_text.done")]
+    TextDone {
+        item_id: Option<String>,
+        output_index: Option<u64>,
+        #[serde(default)]
+        content_index: u64,
+        text: String,
+    },
+    #[serde(rename = "response.refusal.done")]
+    RefusalDone {
+        item_id: Option<String>,
+        output_index: Option<u64>,
+        #[serde(default)]
+        content_index: u64,
+        refusal: String,
     },
     #[serde(rename = "response.reasoning_summary_part.added")]
     SummaryPartAdded {
@@ -75,7 +125,7 @@ enum StreamEvent {
     Failed { response: ResponseBody },
     #[serde(rename = "error")]
     Error {
-        code: Option<String>,
+        code: Option<Value>,
         message: Option<String>,
         error: Option<ErrorBody>,
     },
@@ -93,11 +143,31 @@ enum Item {
         name: String,
         #[serde(default)]
         arguments: String,
+        status: Option<String>,
     },
     #[serde(rename = "message")]
     Message {
         id: Option<String>,
         phase: Option<String>,
+        #[serde(default)]
+        content: Vec<ContentPart>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum ContentPart {
+    #[serde(rename = "output_text")]
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    #[serde(rename = "refusal")]
+    Refusal {
+        #[serde(default)]
+        refusal: String,
     },
     #[serde(other)]
     Other,
@@ -121,7 +191,9 @@ struct IncompleteDetails {
 
 #[derive(Deserialize)]
 struct ErrorBody {
-    code: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    code: Option<Value>,
     message: Option<String>,
 }
 
@@ -145,6 +217,24 @@ struct OutputDetails {
     reasoning_tokens: Option<u64>,
 }
 
+/// The key text and phases are kept under: the item id, else its output
+/// index, else "" (a server that sends neither, one item at a time).
+fn item_key(item_id: Option<&str>, output_index: Option<u64>) -> String {
+    match (item_id, output_index) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(index)) => format!("#{index}"),
+        (None, None) => String::new(),
+    }
+}
+
+fn phase_of(phase: Option<&str>) -> Option<MessagePhase> {
+    match phase {
+        Some("commentary") => Some(MessagePhase::Commentary),
+        Some("final_answer") => Some(MessagePhase::FinalAnswer),
+        _ => None,
+    }
+}
+
 impl Decoder for ResponsesDecoder {
     fn on_event(
         &mut self,
@@ -164,16 +254,47 @@ impl Decoder for ResponsesDecoder {
                     self.response_id = response.id;
                 }
             }
-            StreamEvent::ItemAdded { item } => self.on_item_added(item),
-            StreamEvent::ItemDone { item } => self.on_item_done(item, out),
-            StreamEvent::TextDelta { item_id, delta } => {
-                if !delta.is_empty() {
-                    let phase = item_id.and_then(|id| self.phases.get(&id).copied());
-                    out.push_back(InferenceEvent::MessageDelta(MessageDelta {
-                        text: delta,
-                        phase,
-                    }));
-                }
+            StreamEvent::ItemAdded { item, output_index } => self.on_item_added(item, output_index),
+            StreamEvent::ItemDone { item, output_index } => {
+                self.on_item_done(item, output_index, out)
+            }
+            StreamEvent::TextDelta {
+                item_id,
+                output_index,
+                content_index,
+                delta,
+            } => {
+                let key = item_key(item_id.as_deref(), output_index);
+                self.send_text(key, content_index, delta, out);
+            }
+            StreamEvent::RefusalDelta {
+                item_id,
+                output_index,
+                content_index,
+                delta,
+            } => {
+                self.refused = true;
+                let key = item_key(item_id.as_deref(), output_index);
+                self.send_text(key, content_index, delta, out);
+            }
+            StreamEvent::TextDone {
+                item_id,
+                output_index,
+                content_index,
+                text,
+            } => {
+                let key = item_key(item_id.as_deref(), output_index);
+                self.catch_up(key, content_index, &text, out);
+            }
+            StreamEvent::RefusalDone {
+                item_id,
+                output_index,
+                content_index,
+                refusal,
+            } => {
+                self.refused = true;
+                let key = item_key(item_id.as_deref(), output_index);
+                self.catch_up(key, content_index, &refusal, out);
             }
             StreamEvent::SummaryPartAdded { summary_index } => {
                 // Summary parts are paragraphs; keep them apart.
@@ -212,22 +333,33 @@ impl Decoder for ResponsesDecoder {
                 return Ok(Progress::Done);
             }
             StreamEvent::Failed { response } => {
-                let (code, message) = match response.error {
-                    Some(error) => (error.code, error.message),
-                    None => (None, None),
-                };
-                return Err(reported(code, message));
+                return Err(match response.error {
+                    Some(error) => reported(error),
+                    None => reported(ErrorBody {
+                        kind: None,
+                        code: None,
+                        message: None,
+                    }),
+                });
             }
             StreamEvent::Error {
                 code,
                 message,
                 error,
             } => {
-                let (code, message) = match error {
-                    Some(error) => (error.code.or(code), error.message.or(message)),
-                    None => (code, message),
+                let error = match error {
+                    Some(error) => ErrorBody {
+                        kind: error.kind,
+                        code: error.code.or(code),
+                        message: error.message.or(message),
+                    },
+                    None => ErrorBody {
+                        kind: None,
+                        code,
+                        message,
+                    },
                 };
-                return Err(reported(code, message));
+                return Err(reported(error));
             }
             StreamEvent::Other => {}
         }
@@ -240,13 +372,14 @@ impl Decoder for ResponsesDecoder {
 }
 
 impl ResponsesDecoder {
-    fn on_item_added(&mut self, item: Item) {
+    fn on_item_added(&mut self, item: Item, output_index: Option<u64>) {
         match item {
             Item::FunctionCall {
                 id,
                 call_id,
                 name,
                 arguments,
+                ..
             } => {
                 let key = id.unwrap_or_else(|| call_id.clone());
                 self.calls.insert(
@@ -258,45 +391,120 @@ impl ResponsesDecoder {
                     },
                 );
             }
-            Item::Message {
-                id: Some(id),
-                phase,
-            } => {
-                let phase = match phase.as_deref() {
-                    Some("commentary") => Some(MessagePhase::Commentary),
-                    Some("final_answer") => Some(MessagePhase::FinalAnswer),
-                    _ => None,
-                };
-                if let Some(phase) = phase {
-                    self.phases.insert(id, phase);
+            Item::Message { id, phase, .. } => {
+                if let Some(phase) = phase_of(phase.as_deref()) {
+                    self.phases
+                        .insert(item_key(id.as_deref(), output_index), phase);
                 }
             }
-            Item::Message { .. } | Item::Other => {}
+            Item::Other => {}
         }
     }
 
-    fn on_item_done(&mut self, item: Item, out: &mut VecDeque<InferenceEvent>) {
-        let Item::FunctionCall {
-            id,
-            call_id,
-            name,
-            arguments,
-        } = item
-        else {
+    fn on_item_done(
+        &mut self,
+        item: Item,
+        output_index: Option<u64>,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        match item {
+            Item::FunctionCall {
+                id,
+                call_id,
+                name,
+                arguments,
+                status,
+            } => {
+                // The done item carries the whole arguments; fall back on
+                // what the deltas assembled if a proxy left them out.
+                let assembled = id
+                    .as_ref()
+                    .and_then(|id| self.calls.remove(id))
+                    .map(|call| call.arguments);
+                let arguments = if arguments.is_empty() {
+                    assembled.unwrap_or_default()
+                } else {
+                    arguments
+                };
+                if status.as_deref() == Some("incomplete") {
+                    // Cut off by the output limit: never run half a call.
+                    return;
+                }
+                self.complete_call(call_id, name, arguments, out);
+            }
+            Item::Message { id, phase, content } => {
+                let key = item_key(id.as_deref(), output_index);
+                self.message_done(key, phase.as_deref(), content, out);
+            }
+            Item::Other => {}
+        }
+    }
+
+    /// A finished message: sends what its parts hold beyond what streamed.
+    fn message_done(
+        &mut self,
+        key: String,
+        phase: Option<&str>,
+        content: Vec<ContentPart>,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        if let Some(phase) = phase_of(phase) {
+            self.phases.entry(key.clone()).or_insert(phase);
+        }
+        for (index, part) in (0u64..).zip(content) {
+            match part {
+                ContentPart::Text { text } => self.catch_up(key.clone(), index, &text, out),
+                ContentPart::Refusal { refusal } => {
+                    self.refused = true;
+                    self.catch_up(key.clone(), index, &refusal, out);
+                }
+                ContentPart::Other => {}
+            }
+        }
+        if key.is_empty() {
+            // Items without id or index share the key: start the next one
+            // afresh.
+            self.sent.retain(|(item, _), _| !item.is_empty());
+        }
+    }
+
+    fn send_text(
+        &mut self,
+        key: String,
+        content_index: u64,
+        text: String,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        if text.is_empty() {
             return;
-        };
-        // The done item carries the whole arguments; fall back on what the
-        // deltas assembled if a proxy left them out.
-        let assembled = id
-            .as_ref()
-            .and_then(|id| self.calls.remove(id))
-            .map(|call| call.arguments);
-        let arguments = if arguments.is_empty() {
-            assembled.unwrap_or_default()
-        } else {
-            arguments
-        };
-        self.complete_call(call_id, name, arguments, out);
+        }
+        let phase = self.phases.get(&key).copied();
+        self.sent
+            .entry((key, content_index))
+            .or_default()
+            .push_str(&text);
+        out.push_back(InferenceEvent::MessageDelta(MessageDelta { text, phase }));
+    }
+
+    /// `full` is the finished text of a content part: sends the part of it
+    /// that was not streamed. A final text that does not continue what was
+    /// streamed changes nothing: the streamed text has been shown already.
+    fn catch_up(
+        &mut self,
+        key: String,
+        content_index: u64,
+        full: &str,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        let sent = self
+            .sent
+            .get(&(key.clone(), content_index))
+            .map(String::as_str)
+            .unwrap_or("");
+        if let Some(rest) = full.strip_prefix(sent).filter(|rest| !rest.is_empty()) {
+            let rest = rest.to_string();
+            self.send_text(key, content_index, rest, out);
+        }
     }
 
     fn complete_call(
@@ -322,16 +530,28 @@ impl ResponsesDecoder {
     }
 
     fn finish(&mut self, response: ResponseBody, out: &mut VecDeque<InferenceEvent>) {
-        // Calls whose `output_item.done` never came are in the final output.
-        for item in response.output {
-            if let Item::FunctionCall {
-                call_id,
-                name,
-                arguments,
-                ..
-            } = item
-            {
-                self.complete_call(call_id, name, arguments, out);
+        let incomplete = response.status.as_deref() == Some("incomplete");
+        // Items whose `output_item.done` never came are in the final output.
+        for (index, item) in (0u64..).zip(response.output) {
+            match item {
+                Item::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                    status,
+                    ..
+                } => {
+                    let cut_off = status.as_deref() == Some("incomplete")
+                        || (incomplete && serde_json::from_str::<Value>(&arguments).is_err());
+                    if !cut_off {
+                        self.complete_call(call_id, name, arguments, out);
+                    }
+                }
+                Item::Message { id, phase, content } => {
+                    let key = item_key(id.as_deref(), Some(index));
+                    self.message_done(key, phase.as_deref(), content, out);
+                }
+                Item::Other => {}
             }
         }
         if let Some(usage) = response.usage {
@@ -348,13 +568,17 @@ impl ResponsesDecoder {
                     .unwrap_or_default(),
             }));
         }
-        let stop_reason = match response.status.as_deref() {
-            Some("incomplete") => response
+        let stop_reason = if incomplete {
+            response
                 .incomplete_details
                 .and_then(|details| details.reason)
-                .unwrap_or_else(|| "incomplete".to_string()),
-            _ if !self.completed.is_empty() => "tool_calls".to_string(),
-            _ => "stop".to_string(),
+                .unwrap_or_else(|| "incomplete".to_string())
+        } else if self.refused {
+            "refusal".to_string()
+        } else if !self.completed.is_empty() {
+            "tool_calls".to_string()
+        } else {
+            "stop".to_string()
         };
         out.push_back(InferenceEvent::Completed(CompletionMetadata {
             stop_reason: Some(stop_reason),
@@ -363,19 +587,32 @@ impl ResponsesDecoder {
     }
 }
 
-/// Rate limits and server-side failures are worth another attempt.
-fn reported(code: Option<String>, message: Option<String>) -> DecodeError {
-    let retryable = matches!(
-        code.as_deref(),
-        Some("rate_limit_exceeded" | "server_error" | "server_is_overloaded" | "slow_down")
-    );
-    let message = match (code, message) {
+/// A `response.failed` or `error` event; [`classify`] decides whether it
+/// is worth another attempt (`insufficient_quota` is not, a rate limit is,
+/// a rate limit the request exceeds outright gets one more try).
+fn reported(error: ErrorBody) -> DecodeError {
+    let code = match &error.code {
+        Some(Value::String(code)) => Some(code.clone()),
+        _ => None,
+    };
+    let message = match (&code, error.message) {
         (Some(code), Some(message)) => format!("{message} ({code})"),
         (None, Some(message)) => message,
-        (Some(code), None) => code,
+        (Some(code), None) => code.clone(),
         (None, None) => "the response failed without an error message".to_string(),
     };
-    DecodeError::Reported { message, retryable }
+    let retry = classify(FailureReport {
+        status: error
+            .code
+            .as_ref()
+            .and_then(Value::as_u64)
+            .and_then(|status| u16::try_from(status).ok()),
+        kind: error.kind.as_deref(),
+        code: code.as_deref(),
+        message: &message,
+        should_retry: None,
+    });
+    DecodeError::Reported { message, retry }
 }
 
 #[cfg(test)]
@@ -383,7 +620,7 @@ mod tests {
     use roder_testkit::fake_models::ResponsesStream;
 
     use super::*;
-    use roder_ext_inference_http::decode_chunks;
+    use roder_ext_inference_http::{RetryClass, decode_chunks};
 
     fn decode_at(body: &[u8], cut: usize) -> (Vec<InferenceEvent>, Result<(), DecodeError>) {
         decode_chunks(
@@ -512,7 +749,7 @@ mod tests {
             end,
             Err(DecodeError::Reported {
                 message: "boom (server_error)".into(),
-                retryable: true,
+                retry: RetryClass::Transient,
             })
         );
         let error = ResponsesStream::new("r").error("invalid_prompt", "no");
@@ -520,7 +757,7 @@ mod tests {
         assert!(matches!(
             end,
             Err(DecodeError::Reported {
-                retryable: false,
+                retry: RetryClass::Permanent,
                 ..
             })
         ));

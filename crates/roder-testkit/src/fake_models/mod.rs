@@ -6,8 +6,10 @@
 //! for model listing), so an engine's `base_url` can point at it as it
 //! would at the real service. The server plays a script: each model request
 //! takes the next [`FakeReply`] — a stream built with [`ChatStream`],
-//! [`ResponsesStream`] or [`MessagesStream`], an HTTP error, or a hang — and
-//! every request is recorded with its headers and JSON body.
+//! [`ResponsesStream`] or [`MessagesStream`], an HTTP error, a hang, or a
+//! [`RecordedReply`] served byte for byte (the recordings of the
+//! [`model_wire`] peer suite) — and every request is recorded with its
+//! headers and JSON body.
 //!
 //! Streams can be cut at any byte ([`FakeStream::split_at`],
 //! [`FakeStream::split_every`]) and can break the connection part way
@@ -18,8 +20,10 @@
 
 mod anthropic;
 mod collect;
+pub mod model_wire;
 mod openai_chat;
 mod openai_responses;
+mod recorded;
 mod script;
 mod server;
 
@@ -32,8 +36,10 @@ use tokio::task::JoinHandle;
 
 pub use anthropic::MessagesStream;
 pub use collect::{CollectedResponse, collect_response};
+pub use model_wire::ModelWireSuite;
 pub use openai_chat::ChatStream;
 pub use openai_responses::ResponsesStream;
+pub use recorded::{RecordedReply, sse_event_spans, sse_events};
 pub use script::{Ending, FakeError, FakeReply, FakeStream, Split, SseFrame};
 pub use server::{FakeWire, RecordedModelRequest};
 
@@ -80,6 +86,12 @@ impl FakeModelServer {
     /// Appends one reply to the script.
     pub fn push(&self, reply: impl Into<FakeReply>) {
         self.shared.lock().replies.push_back(reply.into());
+    }
+
+    /// Serves `reply` for every model request once the script is empty
+    /// (a provider that keeps answering the same way).
+    pub fn repeat_when_empty(&self, reply: impl Into<FakeReply>) {
+        self.shared.lock().fallback = Some(reply.into());
     }
 
     /// Replies not yet taken.

@@ -9,6 +9,8 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::recorded::RecordedReply;
+
 /// One server-sent event: an optional `event:` name and its `data:` text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseFrame {
@@ -263,6 +265,14 @@ pub enum FakeReply {
     /// `200 text/event-stream` headers, then nothing until the client goes
     /// away: for cancellation and timeout tests.
     Hang,
+    /// A recorded answer served byte for byte.
+    Recorded(RecordedReply),
+}
+
+impl From<RecordedReply> for FakeReply {
+    fn from(reply: RecordedReply) -> Self {
+        FakeReply::Recorded(reply)
+    }
 }
 
 impl From<FakeStream> for FakeReply {

@@ -18,6 +18,7 @@ use futures::Stream;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use super::recorded::RecordedReply;
 use super::script::{FakeError, FakeReply};
 
 /// Which API a request addressed, decided by its path.
@@ -80,6 +81,8 @@ pub(crate) struct ServerState {
     pub disconnects: usize,
     pub api_key: Option<String>,
     pub models: Vec<String>,
+    /// Served (again and again) once the script is empty.
+    pub fallback: Option<FakeReply>,
 }
 
 #[derive(Default)]
@@ -161,7 +164,7 @@ async fn handle(
         let number = state.requests.len();
         let takes_reply = authorized && !matches!(wire, None | Some(FakeWire::Models));
         let reply = if takes_reply {
-            state.replies.pop_front()
+            state.replies.pop_front().or_else(|| state.fallback.clone())
         } else {
             None
         };
@@ -192,6 +195,7 @@ async fn handle(
             Some(FakeReply::Hang) => {
                 sse_response(ReplyBody::new(shared, VecDeque::new(), false, true))
             }
+            Some(FakeReply::Recorded(recorded)) => recorded_response(shared, &recorded),
             None => error_response(
                 anthropic,
                 &FakeError::new(
@@ -213,6 +217,26 @@ fn sse_response(body: ReplyBody) -> Response {
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn recorded_response(shared: Arc<Shared>, recorded: &RecordedReply) -> Response {
+    let body = ReplyBody::new(shared, recorded.writes().into(), false, false);
+    let mut response = Response::new(Body::from_stream(body));
+    *response.status_mut() =
+        StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(recorded.content_type()) {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
+    for (name, value) in &recorded.headers {
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
     response
 }
 
