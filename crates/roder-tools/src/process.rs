@@ -1,72 +1,18 @@
-//! Running one command on this host: its own process group, combined output,
-//! a timeout and cancellation that kill the whole group.
+//! Running one command on this host, supervised by `roder-sandbox`: its own
+//! process group under a keeper, combined output, a timeout and cancellation
+//! that kill the whole tree, and no orphans if Roder dies.
 //!
 //! This is on the hot path of every `shell` and `exec_command` call (the
-//! tool-loop benchmark compares it with a raw spawn), so it adds no thread, no
-//! wrapper shell and no extra task: one pipe shared by stdout and stderr (so
-//! the output interleaves as a terminal would show it), read on the calling
-//! task while it waits for the child.
+//! tool-loop benchmark compares it with a raw spawn): the sandbox reads the
+//! one pipe shared by stdout and stderr (so the output interleaves as a
+//! terminal would show it) on the calling task; no extra task or shell.
 
-use std::os::unix::process::ExitStatusExt as _;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-use tokio::io::AsyncReadExt as _;
-use tokio::net::unix::pipe;
+use roder_sandbox::{CommandSpec, Ending, OutputMode};
 use tokio_util::sync::CancellationToken;
 
 use crate::output::CappedOutput;
 use crate::tool::ToolError;
 use crate::workspace::{CommandEnd, CommandOutcome, CommandRequest};
-
-const READ_CHUNK: usize = 16 * 1024;
-
-/// Kills the command's process group when dropped while armed.
-///
-/// A tool future can be dropped at any await (the turn is interrupted, a
-/// lease is lost, the runtime shuts down); without this guard the command and
-/// everything it started would keep running unsupervised.
-struct ProcessGroupGuard {
-    pgid: Option<libc::pid_t>,
-}
-
-impl ProcessGroupGuard {
-    fn new(pid: Option<u32>) -> Self {
-        Self {
-            pgid: pid.and_then(|pid| libc::pid_t::try_from(pid).ok()),
-        }
-    }
-
-    /// Kills the group now and disarms the guard.
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            kill_process_group(pgid);
-        }
-    }
-
-    /// The command finished on its own: leave whatever it deliberately put
-    /// in the background alone.
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for ProcessGroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn kill_process_group(pgid: libc::pid_t) {
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: killpg has no memory-safety preconditions; a stale or foreign
-    // group id only yields an error, which there is nothing to do about.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
-}
 
 /// Runs `request` on this host. `Err` only when the command could not start.
 pub(crate) async fn run_local(
@@ -74,99 +20,39 @@ pub(crate) async fn run_local(
     cancellation: &CancellationToken,
     output_cap: usize,
 ) -> Result<CommandOutcome, ToolError> {
-    let started = Instant::now();
-    let (sender, mut receiver) = pipe::pipe()
-        .map_err(|error| ToolError::new(format!("failed to create an output pipe: {error}")))?;
-    let stdout = sender
-        .into_blocking_fd()
-        .map_err(|error| ToolError::new(format!("failed to prepare the output pipe: {error}")))?;
-    let stderr = stdout
-        .try_clone()
-        .map_err(|error| ToolError::new(format!("failed to prepare the output pipe: {error}")))?;
-
-    let mut command = tokio::process::Command::new(&request.program);
-    command
-        .args(&request.args)
-        .current_dir(&request.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr))
-        .process_group(0);
-    for (key, value) in &request.env {
-        command.env(key, value);
-    }
-    let spawned = command.spawn();
-    // The command holds our copies of the pipe's write end; dropping it now
-    // lets the reader see end-of-file once the command's group is done.
-    drop(command);
-    let mut child = spawned.map_err(|error| {
-        ToolError::new(format!(
-            "failed to start {} in {}: {error}",
-            request.program,
-            request.cwd.display()
-        ))
-    })?;
-    let mut guard = ProcessGroupGuard::new(child.id());
-
-    let mut output = CappedOutput::new(output_cap);
-    let mut chunk = vec![0_u8; READ_CHUNK];
-    let mut eof = false;
-    let timeout = tokio::time::sleep(
-        request
-            .timeout_ms
-            .map(Duration::from_millis)
-            .unwrap_or(Duration::MAX),
-    );
-    tokio::pin!(timeout);
-    let cancelled = cancellation.cancelled();
-    tokio::pin!(cancelled);
-
-    let end = loop {
-        tokio::select! {
-            biased;
-            _ = &mut cancelled => {
-                guard.kill();
-                let _ = child.wait().await;
-                break CommandEnd::Interrupted;
-            }
-            _ = &mut timeout, if request.timeout_ms.is_some() => {
-                guard.kill();
-                let _ = child.wait().await;
-                break CommandEnd::TimedOut;
-            }
-            status = child.wait() => {
-                let status = status.map_err(|error| {
-                    ToolError::new(format!("failed to wait for {}: {error}", request.program))
-                })?;
-                guard.disarm();
-                break CommandEnd::Exited {
-                    code: status.code(),
-                    signal: status.signal(),
-                };
-            }
-            read = receiver.read(&mut chunk), if !eof => match read {
-                Ok(0) | Err(_) => eof = true,
-                Ok(n) => output.push(&chunk[..n]),
-            },
-        }
+    let spec = CommandSpec {
+        program: request.program.clone().into(),
+        args: request.args.iter().map(Into::into).collect(),
+        cwd: request.cwd.clone(),
+        env_remove: Vec::new(),
+        env: request
+            .env
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+        timeout: request.timeout_ms.map(std::time::Duration::from_millis),
+        output: OutputMode::Combined,
     };
-
-    // Everything the command wrote before it ended is already in the pipe.
-    // Read it without waiting: a background process that inherited the pipe
-    // may keep it open indefinitely, and its later output is not this call's.
-    if !eof {
-        loop {
-            match receiver.try_read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => output.push(&chunk[..n]),
-            }
-        }
-    }
-
+    let mut output = CappedOutput::new(output_cap);
+    let mut sink = |_stream, bytes: &[u8]| output.push(bytes);
+    let finished = roder_sandbox::run(&spec, cancellation, &mut sink)
+        .await
+        .map_err(|error| {
+            ToolError::new(format!(
+                "failed to start {} in {}: {error}",
+                request.program,
+                request.cwd.display()
+            ))
+        })?;
+    let end = match finished.ending {
+        Ending::Exited { code, signal } => CommandEnd::Exited { code, signal },
+        Ending::TimedOut => CommandEnd::TimedOut,
+        Ending::Cancelled => CommandEnd::Interrupted,
+    };
     Ok(CommandOutcome {
         end,
         output: output.finish(),
-        wall: started.elapsed(),
+        wall: finished.wall,
     })
 }
 
@@ -174,6 +60,7 @@ pub(crate) async fn run_local(
 mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
 
     fn request(script: &str, cwd: &Path, timeout_ms: Option<u64>) -> CommandRequest {
         CommandRequest {
@@ -335,7 +222,6 @@ mod tests {
         // Deliberately backgrounded work outlives a command that finished.
         let pid = read_pid(dir.path().join("pid")).await;
         assert!(!process_is_gone(pid));
-        kill_process_group(pid);
         // SAFETY: plain kill of the pid we started.
         unsafe {
             libc::kill(pid, libc::SIGKILL);
