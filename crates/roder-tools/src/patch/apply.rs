@@ -3,8 +3,9 @@
 //! Each hunk's old lines are located at or after the end of the previous
 //! hunk: exactly first, then ignoring trailing whitespace, then ignoring
 //! surrounding whitespace (models often get indentation of blank-ish lines
-//! wrong). A hunk that matches nowhere is an error naming the file and the
-//! first line that could not be matched.
+//! wrong). A hunk that matches nowhere is an error naming the hunk and the
+//! first line that could not be matched; the caller adds the operation and
+//! the file.
 
 use super::{Hunk, HunkLine};
 use crate::tool::ToolError;
@@ -18,11 +19,7 @@ const LEVELS: [fn(&str, &str) -> bool; 3] = [
 
 /// Applies `hunks` to `original`, keeping its line endings (LF or CRLF) and
 /// whether it ends with a newline.
-pub(crate) fn apply_hunks(
-    original: &str,
-    hunks: &[Hunk],
-    display: &str,
-) -> Result<String, ToolError> {
+pub(crate) fn apply_hunks(original: &str, hunks: &[Hunk]) -> Result<String, ToolError> {
     let crlf = original.contains("\r\n");
     let ends_with_newline = original.is_empty() || original.ends_with('\n');
     let mut lines: Vec<&str> = original
@@ -40,7 +37,7 @@ pub(crate) fn apply_hunks(
         if let Some(anchor) = &hunk.anchor {
             let found = find_line(&lines, anchor, cursor).ok_or_else(|| {
                 ToolError::new(format!(
-                    "apply_patch: {display}: hunk {}: the context line {anchor:?} (from `@@ {anchor}`) was not found{}",
+                    "hunk {}: the context line {anchor:?} (from `@@ {anchor}`) was not found{}",
                     number + 1,
                     after(cursor),
                 ))
@@ -57,7 +54,7 @@ pub(crate) fn apply_hunks(
             insertion_point(hunk, &lines, cursor)
         } else {
             find_block(&lines, &old, cursor, hunk)
-                .ok_or_else(|| mismatch(display, number, &lines, &old, cursor))?
+                .ok_or_else(|| mismatch(number, &lines, &old, cursor))?
         };
         // Context lines keep the file's own text (whitespace the fuzzy match
         // tolerated is not rewritten); only '-' and '+' lines change.
@@ -159,7 +156,7 @@ fn find_block(lines: &[&str], old: &[&str], from: usize, hunk: &Hunk) -> Option<
 
 /// The error for a hunk that matched nowhere: the longest partial match
 /// decides which line is reported as the one that differs.
-fn mismatch(display: &str, number: usize, lines: &[&str], old: &[&str], from: usize) -> ToolError {
+fn mismatch(number: usize, lines: &[&str], old: &[&str], from: usize) -> ToolError {
     let same = LEVELS[2];
     let mut best: Option<(usize, usize)> = None; // (matched lines, start)
     for start in from..lines.len() {
@@ -190,7 +187,7 @@ fn mismatch(display: &str, number: usize, lines: &[&str], old: &[&str], from: us
         None => format!("the context line {:?} was not found{}", old[0], after(from)),
     };
     ToolError::new(format!(
-        "apply_patch: {display}: hunk {} does not match the current contents: {message}; no file was changed",
+        "hunk {} does not match the current contents: {message}",
         number + 1
     ))
 }
@@ -215,45 +212,45 @@ mod tests {
 
     #[test]
     fn replaces_lines_and_keeps_the_rest() {
-        let out = apply_hunks("a\nb\nc\n", &codex("@@\n a\n-b\n+B\n c"), "f").unwrap();
+        let out = apply_hunks("a\nb\nc\n", &codex("@@\n a\n-b\n+B\n c")).unwrap();
         assert_eq!(out, "a\nB\nc\n");
     }
 
     #[test]
     fn anchors_select_among_repeats() {
         let file = "fn a() {\n    x\n}\nfn b() {\n    x\n}\n";
-        let out = apply_hunks(file, &codex("@@ fn b() {\n-    x\n+    y"), "f").unwrap();
+        let out = apply_hunks(file, &codex("@@ fn b() {\n-    x\n+    y")).unwrap();
         assert_eq!(out, "fn a() {\n    x\n}\nfn b() {\n    y\n}\n");
         // The anchor repeated as the first context line works too.
-        let out = apply_hunks(file, &codex("@@ fn b() {\n fn b() {\n-    x\n+    y"), "f").unwrap();
+        let out = apply_hunks(file, &codex("@@ fn b() {\n fn b() {\n-    x\n+    y")).unwrap();
         assert_eq!(out, "fn a() {\n    x\n}\nfn b() {\n    y\n}\n");
     }
 
     #[test]
     fn hunks_apply_in_order() {
-        let out = apply_hunks("x\n1\nx\n2\n", &codex("@@\n-x\n+A\n@@\n-x\n+B"), "f").unwrap();
+        let out = apply_hunks("x\n1\nx\n2\n", &codex("@@\n-x\n+A\n@@\n-x\n+B")).unwrap();
         assert_eq!(out, "A\n1\nB\n2\n");
     }
 
     #[test]
     fn whitespace_fuzz() {
-        let out = apply_hunks("  a  \nb\n", &codex("@@\n a\n-b\n+c"), "f").unwrap();
+        let out = apply_hunks("  a  \nb\n", &codex("@@\n a\n-b\n+c")).unwrap();
         assert_eq!(out, "  a  \nc\n");
     }
 
     #[test]
     fn end_of_file_hunks_match_at_the_end() {
-        let out = apply_hunks("x\ny\nx\n", &codex("@@\n-x\n+z\n*** End of File"), "f").unwrap();
+        let out = apply_hunks("x\ny\nx\n", &codex("@@\n-x\n+z\n*** End of File")).unwrap();
         assert_eq!(out, "x\ny\nz\n");
-        let error = apply_hunks("x\ny\n", &codex("@@\n-x\n+z\n*** End of File"), "f").unwrap_err();
+        let error = apply_hunks("x\ny\n", &codex("@@\n-x\n+z\n*** End of File")).unwrap_err();
         assert!(error.0.contains("must end the file"), "{error}");
     }
 
     #[test]
     fn pure_additions_append() {
-        let out = apply_hunks("a\n", &codex("@@\n+b"), "f").unwrap();
+        let out = apply_hunks("a\n", &codex("@@\n+b")).unwrap();
         assert_eq!(out, "a\nb\n");
-        let out = apply_hunks("", &codex("@@\n+b"), "f").unwrap();
+        let out = apply_hunks("", &codex("@@\n+b")).unwrap();
         assert_eq!(out, "b\n");
     }
 
@@ -261,36 +258,31 @@ mod tests {
     fn unified_positions_are_hints() {
         let diff = "--- a/f\n+++ b/f\n@@ -3,1 +3,1 @@\n-x\n+y\n";
         // Two `x` lines: the hint picks the third line.
-        let out = apply_hunks("x\nq\nx\n", &hunks_of(diff), "f").unwrap();
+        let out = apply_hunks("x\nq\nx\n", &hunks_of(diff)).unwrap();
         assert_eq!(out, "x\nq\ny\n");
         // The file moved: still found.
-        let out = apply_hunks("x\n", &hunks_of(diff), "f").unwrap();
+        let out = apply_hunks("x\n", &hunks_of(diff)).unwrap();
         assert_eq!(out, "y\n");
         let insertion = "--- a/f\n+++ b/f\n@@ -1,0 +2,1 @@\n+mid\n";
-        let out = apply_hunks("a\nb\n", &hunks_of(insertion), "f").unwrap();
+        let out = apply_hunks("a\nb\n", &hunks_of(insertion)).unwrap();
         assert_eq!(out, "a\nmid\nb\n");
     }
 
     #[test]
     fn keeps_crlf_and_a_missing_final_newline() {
-        let out = apply_hunks("a\r\nb\r\n", &codex("@@\n-b\n+c"), "f").unwrap();
+        let out = apply_hunks("a\r\nb\r\n", &codex("@@\n-b\n+c")).unwrap();
         assert_eq!(out, "a\r\nc\r\n");
-        let out = apply_hunks("a\nb", &codex("@@\n-b\n+c"), "f").unwrap();
+        let out = apply_hunks("a\nb", &codex("@@\n-b\n+c")).unwrap();
         assert_eq!(out, "a\nc");
     }
 
     #[test]
-    fn mismatches_name_the_file_and_line() {
-        let error = apply_hunks(
-            "one\ntwo\nthree\n",
-            &codex("@@\n one\n-TWO\n+2"),
-            "src/x.rs",
-        )
-        .unwrap_err();
+    fn mismatches_name_the_hunk_and_line() {
+        let error = apply_hunks("one\ntwo\nthree\n", &codex("@@\n one\n-TWO\n+2")).unwrap_err();
         assert!(
             error
                 .0
-                .starts_with("apply_patch: src/x.rs: hunk 1 does not match"),
+                .starts_with("hunk 1 does not match the current contents"),
             "{error}"
         );
         assert!(
@@ -298,7 +290,7 @@ mod tests {
             "{error}"
         );
 
-        let error = apply_hunks("one\n", &codex("@@\n-nowhere\n+x"), "f").unwrap_err();
+        let error = apply_hunks("one\n", &codex("@@\n-nowhere\n+x")).unwrap_err();
         assert!(
             error
                 .0
@@ -306,14 +298,14 @@ mod tests {
             "{error}"
         );
 
-        let error = apply_hunks("one\n", &codex("@@ fn missing()\n-one\n+x"), "f").unwrap_err();
+        let error = apply_hunks("one\n", &codex("@@ fn missing()\n-one\n+x")).unwrap_err();
         assert!(error.0.contains("\"fn missing()\""), "{error}");
         assert!(error.0.contains("hunk 1"), "{error}");
     }
 
     #[test]
     fn a_later_hunk_cannot_match_before_an_earlier_one() {
-        let error = apply_hunks("a\nb\n", &codex("@@\n-b\n+B\n@@\n-a\n+A"), "f").unwrap_err();
+        let error = apply_hunks("a\nb\n", &codex("@@\n-b\n+B\n@@\n-a\n+A")).unwrap_err();
         assert!(error.0.contains("hunk 2"), "{error}");
     }
 

@@ -13,58 +13,98 @@
 //! *** End of File           (optional: the hunk ends the file)
 //! *** End Patch
 //! ```
+//!
+//! As Codex does, the markers are recognized with surrounding whitespace
+//! ignored (`  *** Update File: a` is a header) wherever a section header is
+//! expected. Inside an update's hunks a space-indented ` *** x` is a context
+//! line (the file holds `*** x`), as in Codex; a `*** ` line indented by
+//! anything else (a tab) can only be a header and ends the hunks.
 
-use super::{FileOp, Hunk, HunkLine};
+use super::{FileOp, Hunk, HunkLine, line_error};
 use crate::tool::ToolError;
 
 pub(super) const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
-const ADD: &str = "*** Add File: ";
-const DELETE: &str = "*** Delete File: ";
-const UPDATE: &str = "*** Update File: ";
-const MOVE: &str = "*** Move to: ";
+const ADD: &str = "*** Add File:";
+const DELETE: &str = "*** Delete File:";
+const UPDATE: &str = "*** Update File:";
+const MOVE: &str = "*** Move to:";
 const END_OF_FILE: &str = "*** End of File";
 
-fn error(line_index: usize, message: impl std::fmt::Display) -> ToolError {
-    ToolError::new(format!("apply_patch: line {}: {message}", line_index + 1))
+/// The markers that start a section, for "did you mean" checks.
+const SECTION_MARKERS: [&str; 3] = [ADD, DELETE, UPDATE];
+
+/// One parse: the patch lines and the 1-based number of the first of them in
+/// the text the model sent, so errors cite the model's own line numbers.
+struct Parser<'a> {
+    lines: &'a [&'a str],
+    first_line: usize,
 }
 
-fn path_after<'a>(line: &'a str, marker: &str, index: usize) -> Result<Option<&'a str>, ToolError> {
-    match line.strip_prefix(marker) {
-        None => Ok(None),
-        Some(path) if path.trim().is_empty() => {
-            Err(error(index, format!("{} needs a path", marker.trim())))
+impl Parser<'_> {
+    fn error(&self, index: usize, op: Option<&str>, message: impl std::fmt::Display) -> ToolError {
+        line_error(self.first_line + index, op, message)
+    }
+
+    /// The path after `marker` if `lines[index]`, ignoring surrounding
+    /// whitespace, starts with it.
+    fn path_after(&self, index: usize, marker: &str) -> Result<Option<&str>, ToolError> {
+        let Some(line) = self.lines.get(index) else {
+            return Ok(None);
+        };
+        match line.trim().strip_prefix(marker) {
+            None => Ok(None),
+            Some(path) if path.trim().is_empty() => Err(self.error(
+                index,
+                None,
+                format!("`{marker}` needs a path, as in `{marker} src/main.rs`"),
+            )),
+            Some(path) => Ok(Some(path.trim())),
         }
-        Some(path) => Ok(Some(path.trim())),
     }
 }
 
-pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
-    let end = lines
-        .iter()
-        .rposition(|line| line.trim() == END)
-        .ok_or_else(|| ToolError::new("apply_patch: the patch must end with `*** End Patch`"))?;
-    if lines[end + 1..].iter().any(|line| !line.trim().is_empty()) {
-        return Err(error(end + 1, "unexpected text after `*** End Patch`"));
+/// Parses `lines`, which start with `*** Begin Patch`; `first_line` is the
+/// 1-based line number of that line in the model's text.
+pub(super) fn parse(lines: &[&str], first_line: usize) -> Result<Vec<FileOp>, ToolError> {
+    let parser = Parser { lines, first_line };
+    let end = lines.iter().rposition(|line| line.trim() == END).ok_or_else(|| {
+        ToolError::new(
+            "apply_patch: the patch must end with a `*** End Patch` line (after the last section)",
+        )
+    })?;
+    if let Some(extra) = (end + 1..lines.len()).find(|&index| !lines[index].trim().is_empty()) {
+        return Err(parser.error(
+            extra,
+            None,
+            format!(
+                "unexpected text after `*** End Patch`: {:?}; the patch ends there",
+                lines[extra]
+            ),
+        ));
     }
     let mut ops = Vec::new();
     let mut index = 1;
     while index < end {
         let line = lines[index];
-        if let Some(path) = path_after(line, ADD, index)? {
+        if let Some(path) = parser.path_after(index, ADD)? {
+            let op = format!("add {path}");
             index += 1;
             let mut contents = String::new();
-            while index < end && !lines[index].starts_with("*** ") {
+            while index < end && !lines[index].trim_start().starts_with("*** ") {
                 match lines[index].strip_prefix('+') {
                     Some(text) => {
                         contents.push_str(text);
                         contents.push('\n');
                     }
+                    // Blank lines before the next section are layout.
+                    None if only_blank_until_header(lines, index, end) => {}
                     None => {
-                        return Err(error(
+                        return Err(parser.error(
                             index,
+                            Some(&op),
                             format!(
-                                "every line of an added file starts with `+` (adding {path}); got {:?}",
+                                "every line of an added file starts with `+` (`+` alone for an empty line); got {:?}",
                                 lines[index]
                             ),
                         ));
@@ -76,25 +116,28 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
                 path: path.to_string(),
                 contents,
             });
-        } else if let Some(path) = path_after(line, DELETE, index)? {
+        } else if let Some(path) = parser.path_after(index, DELETE)? {
             ops.push(FileOp::Delete {
                 path: path.to_string(),
             });
             index += 1;
-        } else if let Some(path) = path_after(line, UPDATE, index)? {
+        } else if let Some(path) = parser.path_after(index, UPDATE)? {
+            let header = index;
             index += 1;
             let mut move_to = None;
             if index < end
-                && let Some(target) = path_after(lines[index], MOVE, index)?
+                && let Some(target) = parser.path_after(index, MOVE)?
             {
                 move_to = Some(target.to_string());
                 index += 1;
             }
-            let (hunks, next) = parse_hunks(lines, index, end, path)?;
+            let (hunks, next) = parse_hunks(&parser, index, end, &format!("update {path}"))?;
             if hunks.is_empty() && move_to.is_none() {
-                return Err(error(
-                    index.saturating_sub(1),
-                    format!("the update of {path} has no hunks"),
+                return Err(parser.error(
+                    header,
+                    Some(&format!("update {path}")),
+                    "the section has no hunks: follow it with `@@` and ' ', '-' and '+' lines \
+                     (or with `*** Move to: <path>` to rename the file)",
                 ));
             }
             ops.push(FileOp::Update {
@@ -106,42 +149,80 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
         } else if line.trim().is_empty() {
             index += 1;
         } else {
-            return Err(error(
-                index,
-                format!(
-                    "expected `*** Add File:`, `*** Delete File:`, `*** Update File:` or `*** End Patch`; got {line:?}"
-                ),
-            ));
+            return Err(parser.error(index, None, misplaced(line)));
         }
     }
     if ops.is_empty() {
-        return Err(ToolError::new("apply_patch: the patch changes no files"));
+        return Err(ToolError::new(
+            "apply_patch: the patch changes no files: put `*** Add File: <path>`, \
+             `*** Delete File: <path>` or `*** Update File: <path>` sections between \
+             `*** Begin Patch` and `*** End Patch`",
+        ));
     }
     Ok(ops)
 }
 
+/// Why `line` cannot stand where a section header is expected. Never says
+/// "expected X" of a line that holds X.
+fn misplaced(line: &str) -> String {
+    let trimmed = line.trim();
+    if trimmed.starts_with(MOVE) {
+        return format!(
+            "{line:?} must directly follow the `*** Update File: <path>` line of the file it renames"
+        );
+    }
+    if trimmed.starts_with(END_OF_FILE) {
+        return format!(
+            "{line:?} must directly follow the last hunk line of an `*** Update File:` section"
+        );
+    }
+    if let Some(marker) = SECTION_MARKERS
+        .iter()
+        .find(|marker| trimmed.contains(**marker))
+    {
+        return format!(
+            "{line:?} holds `{marker}` but not at its start: a header is a line of its own"
+        );
+    }
+    if trimmed.starts_with(['+', '-', '@']) || line.starts_with(' ') {
+        return format!(
+            "{line:?} is a patch body line outside any section: start the section with \
+             `*** Update File: <path>` (or `*** Add File: <path>` for `+` lines)"
+        );
+    }
+    format!(
+        "expected a section header (`*** Add File: <path>`, `*** Delete File: <path>` or \
+         `*** Update File: <path>`) or `*** End Patch`; got {line:?}"
+    )
+}
+
 /// Parses the hunks of one `*** Update File:` section, from `index` to the
-/// next `*** ` marker. Returns them and the index of that marker.
+/// next unindented `*** ` line. Returns them and the index of that line.
 fn parse_hunks(
-    lines: &[&str],
+    parser: &Parser<'_>,
     mut index: usize,
     end: usize,
-    path: &str,
+    op: &str,
 ) -> Result<(Vec<Hunk>, usize), ToolError> {
+    let lines = parser.lines;
     let mut hunks: Vec<Hunk> = Vec::new();
     let mut current: Option<Hunk> = None;
     while index < end {
         let line = lines[index];
         if line.trim_end() == END_OF_FILE {
-            let mut hunk = current
-                .take()
-                .ok_or_else(|| error(index, "`*** End of File` must follow a hunk"))?;
+            let mut hunk = current.take().ok_or_else(|| {
+                parser.error(
+                    index,
+                    Some(op),
+                    "`*** End of File` must follow the lines of a hunk",
+                )
+            })?;
             hunk.end_of_file = true;
             hunks.push(hunk);
             index += 1;
             continue;
         }
-        if line.starts_with("*** ") {
+        if ends_hunks(line) {
             break;
         }
         if let Some(anchor) = line.strip_prefix("@@") {
@@ -154,26 +235,29 @@ fn parse_hunks(
             index += 1;
             continue;
         }
-        let hunk_line = match line.chars().next() {
-            Some(' ') => HunkLine::Context(line[1..].to_string()),
-            Some('-') => HunkLine::Remove(line[1..].to_string()),
-            Some('+') => HunkLine::Add(line[1..].to_string()),
+        let hunk_line = if let Some(text) = line.strip_prefix(' ') {
+            HunkLine::Context(text.to_string())
+        } else if let Some(text) = line.strip_prefix('-') {
+            HunkLine::Remove(text.to_string())
+        } else if let Some(text) = line.strip_prefix('+') {
+            HunkLine::Add(text.to_string())
+        } else if !line.is_empty() {
+            return Err(parser.error(
+                index,
+                Some(op),
+                format!(
+                    "unexpected line {line:?}: hunk lines start with ' ' (context), '-' (removed) \
+                     or '+' (added), and a hunk starts with `@@`"
+                ),
+            ));
+        } else if only_empty_until_marker(lines, index, end) {
             // Blank lines before the next section are layout, not content.
-            None if only_blank_until_marker(lines, index, end) => {
-                index += 1;
-                continue;
-            }
-            // Otherwise an empty line is an empty context line whose space an
-            // editor stripped.
-            None => HunkLine::Context(String::new()),
-            Some(_) => {
-                return Err(error(
-                    index,
-                    format!(
-                        "unexpected line in the update of {path}: {line:?}; hunk lines start with ' ', '-' or '+', and hunks with `@@`"
-                    ),
-                ));
-            }
+            index += 1;
+            continue;
+        } else {
+            // An empty line is an empty context line whose space an editor
+            // stripped.
+            HunkLine::Context(String::new())
         };
         current
             .get_or_insert_with(Hunk::default)
@@ -186,11 +270,34 @@ fn parse_hunks(
     Ok((hunks, index))
 }
 
-fn only_blank_until_marker(lines: &[&str], index: usize, end: usize) -> bool {
-    lines[index..end]
+/// Whether only blank lines follow `index` in an added file, up to the next
+/// section header (or the end of the patch).
+fn only_blank_until_header(lines: &[&str], index: usize, end: usize) -> bool {
+    lines
+        .get(index..end)
+        .unwrap_or_default()
+        .iter()
+        .find(|line| !line.trim().is_empty())
+        .is_none_or(|line| line.trim_start().starts_with("*** "))
+}
+
+/// Whether `line` ends an update's hunks: a line that can only be a header.
+/// A space-indented ` *** x` is a context line (see the module comment).
+fn ends_hunks(line: &str) -> bool {
+    line.starts_with("*** ")
+        || (!line.starts_with([' ', '-', '+']) && line.trim_start().starts_with("*** "))
+}
+
+/// Whether only empty lines follow `index` in an update, up to the line that
+/// ends its hunks (or the end of the patch). A line holding spaces is a
+/// context line, not layout.
+fn only_empty_until_marker(lines: &[&str], index: usize, end: usize) -> bool {
+    lines
+        .get(index..end)
+        .unwrap_or_default()
         .iter()
         .find(|line| !line.is_empty())
-        .is_none_or(|line| line.starts_with("*** "))
+        .is_none_or(|line| ends_hunks(line))
 }
 
 #[cfg(test)]
@@ -307,29 +414,42 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_line() {
+    fn errors_name_the_line_and_the_section() {
         let missing_end = parse_patch("*** Begin Patch\n*** Delete File: a\n").unwrap_err();
         assert!(
-            missing_end.0.contains("must end with `*** End Patch`"),
+            missing_end
+                .0
+                .contains("must end with a `*** End Patch` line"),
             "{missing_end}"
         );
 
         let bad_add =
             parse_patch("*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch").unwrap_err();
-        assert!(bad_add.0.starts_with("apply_patch: line 3:"), "{bad_add}");
+        assert!(
+            bad_add.0.starts_with("apply_patch: line 3 (add a):"),
+            "{bad_add}"
+        );
         assert!(bad_add.0.contains("starts with `+`"), "{bad_add}");
 
         let bad_hunk =
             parse_patch("*** Begin Patch\n*** Update File: a\n@@\n x\n?y\n*** End Patch")
                 .unwrap_err();
-        assert!(bad_hunk.0.starts_with("apply_patch: line 5:"), "{bad_hunk}");
+        assert!(
+            bad_hunk.0.starts_with("apply_patch: line 5 (update a):"),
+            "{bad_hunk}"
+        );
 
         let unknown =
             parse_patch("*** Begin Patch\n*** Rename File: a\n*** End Patch").unwrap_err();
-        assert!(unknown.0.contains("expected `*** Add File:`"), "{unknown}");
+        assert!(unknown.0.contains("expected a section header"), "{unknown}");
+        assert!(unknown.0.contains("\"*** Rename File: a\""), "{unknown}");
 
         let no_hunks =
             parse_patch("*** Begin Patch\n*** Update File: a\n*** End Patch").unwrap_err();
+        assert!(
+            no_hunks.0.starts_with("apply_patch: line 2 (update a):"),
+            "{no_hunks}"
+        );
         assert!(no_hunks.0.contains("has no hunks"), "{no_hunks}");
 
         let no_path = parse_patch("*** Begin Patch\n*** Delete File: \n*** End Patch").unwrap_err();
@@ -341,6 +461,116 @@ mod tests {
 
         let nothing = parse_patch("*** Begin Patch\n*** End Patch").unwrap_err();
         assert!(nothing.0.contains("changes no files"), "{nothing}");
+    }
+
+    #[test]
+    fn line_numbers_are_the_models_own() {
+        // Two blank lines and a heredoc opener come before `*** Begin Patch`.
+        let error = parse_patch(
+            "\n\n<<'EOF'\n*** Begin Patch\n*** Add File: a\nno plus\n*** End Patch\nEOF\n",
+        )
+        .unwrap_err();
+        assert!(
+            error.0.starts_with("apply_patch: line 6 (add a):"),
+            "{error}"
+        );
+    }
+
+    /// Codex accepts headers and markers padded with whitespace.
+    #[test]
+    fn indented_headers_and_padded_markers() {
+        let ops = parse_patch(
+            " *** Begin Patch \n  *** Update File: a.txt\n@@\n-old\n+new\n\t*** Add File:b\n+x\n   *** Delete File:  c  \n *** End Patch ",
+        )
+        .unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                FileOp::Update {
+                    path: "a.txt".into(),
+                    move_to: None,
+                    hunks: vec![Hunk {
+                        lines: vec![del("old"), add("new")],
+                        ..Hunk::default()
+                    }],
+                },
+                FileOp::Add {
+                    path: "b".into(),
+                    contents: "x\n".into()
+                },
+                FileOp::Delete { path: "c".into() },
+            ]
+        );
+        let moved =
+            parse_patch("*** Begin Patch\n  *** Update File: a\n  *** Move to: b\n*** End Patch")
+                .unwrap();
+        assert_eq!(
+            moved,
+            vec![FileOp::Update {
+                path: "a".into(),
+                move_to: Some("b".into()),
+                hunks: vec![]
+            }]
+        );
+    }
+
+    /// Inside an update's hunks a space-indented `*** ` line is context: the
+    /// file holds that text (a document about this very format, say).
+    #[test]
+    fn an_indented_marker_inside_hunks_is_context() {
+        let ops = parse_patch(
+            "*** Begin Patch\n*** Update File: doc.md\n@@\n *** Delete File: x\n-a\n+b\n*** End Patch",
+        )
+        .unwrap();
+        let FileOp::Update { hunks, .. } = &ops[0] else {
+            panic!("{ops:?}")
+        };
+        assert_eq!(
+            hunks[0].lines,
+            vec![ctx("*** Delete File: x"), del("a"), add("b")]
+        );
+    }
+
+    /// The issue: a refusal said it expected `*** Update File:` while quoting
+    /// a line that holds it. No refusal of a line may do that.
+    #[test]
+    fn a_refused_line_is_never_told_it_lacks_what_it_holds() {
+        for line in [
+            "x *** Update File: a",
+            "*** Move to: b",
+            "*** End of File",
+            "*** Frobnicate File: foo",
+            "+stray",
+            " stray context",
+        ] {
+            let error =
+                parse_patch(&format!("*** Begin Patch\n{line}\n*** End Patch")).unwrap_err();
+            assert!(error.0.starts_with("apply_patch: line 2:"), "{error}");
+            assert!(error.0.contains(&format!("{line:?}")), "{error}");
+            for marker in SECTION_MARKERS {
+                if line.contains(marker) {
+                    assert!(!error.0.contains("expected"), "{line}: {error}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blank_lines_after_an_added_file_are_layout() {
+        let ops = parse_patch(
+            "*** Begin Patch\n*** Add File: a\n+x\n\n  \n*** Delete File: b\n*** End Patch",
+        )
+        .unwrap();
+        assert_eq!(
+            ops,
+            vec![
+                FileOp::Add {
+                    path: "a".into(),
+                    contents: "x\n".into()
+                },
+                FileOp::Delete { path: "b".into() },
+            ]
+        );
     }
 
     #[test]

@@ -51,6 +51,32 @@ pub(crate) enum HunkLine {
     Add(String),
 }
 
+impl FileOp {
+    /// What the section does, as its errors name it: `add a`, `delete a`,
+    /// `update a`, `move a to b`, `update a and move it to b`.
+    pub fn describe(&self) -> String {
+        match self {
+            FileOp::Add { path, .. } => format!("add {path}"),
+            FileOp::Delete { path } => format!("delete {path}"),
+            FileOp::Update {
+                path,
+                move_to: None,
+                ..
+            } => format!("update {path}"),
+            FileOp::Update {
+                path,
+                move_to: Some(target),
+                hunks,
+            } if hunks.is_empty() => format!("move {path} to {target}"),
+            FileOp::Update {
+                path,
+                move_to: Some(target),
+                ..
+            } => format!("update {path} and move it to {target}"),
+        }
+    }
+}
+
 impl Hunk {
     /// The lines the hunk expects to find.
     pub fn old_lines(&self) -> Vec<&str> {
@@ -85,39 +111,54 @@ pub(crate) fn parse(text: &str) -> Result<Vec<FileOp>, ToolError> {
         .collect();
     let first = all.iter().position(|line| !line.trim().is_empty());
     let last = all.iter().rposition(|line| !line.trim().is_empty());
-    let lines = match (first, last) {
-        (Some(first), Some(last)) => &all[first..=last],
-        _ => &all[..0],
+    let (lines, skipped) = match (first, last) {
+        (Some(first), Some(last)) => (all.get(first..=last).unwrap_or_default(), first),
+        _ => (&[][..], 0),
     };
-    let lines = strip_heredoc(lines);
+    let (lines, skipped) = match strip_heredoc(lines) {
+        Some(inner) => (inner, skipped + 1),
+        None => (lines, skipped),
+    };
+    // The 1-based number, in the model's text, of `lines[0]`.
+    let first_line = skipped + 1;
     match lines.first() {
-        None => Err(ToolError::new("apply_patch: the patch is empty")),
-        Some(first) if first.trim() == codex::BEGIN => codex::parse(lines),
-        Some(_) if unified::looks_unified(lines) => unified::parse(lines),
-        Some(first) => Err(ToolError::new(format!(
-            "apply_patch: unrecognized patch format (first line {first:?}): expected `*** Begin Patch` \
-             or a unified diff with `--- a/file` and `+++ b/file` headers"
-        ))),
+        None => Err(ToolError::new(
+            "apply_patch: the patch is empty: send `*** Begin Patch`, the sections, then `*** End Patch`",
+        )),
+        Some(first) if first.trim() == codex::BEGIN => codex::parse(lines, first_line),
+        Some(_) if unified::looks_unified(lines) => unified::parse(lines, first_line),
+        Some(first) => Err(line_error(
+            first_line,
+            None,
+            format!(
+                "unrecognized patch format (first line {first:?}): expected `*** Begin Patch` \
+                 or a unified diff with `--- a/file` and `+++ b/file` headers"
+            ),
+        )),
     }
 }
 
-/// Models sometimes send the shell form `<<'EOF' ... EOF` verbatim.
-fn strip_heredoc<'a>(lines: &'a [&'a str]) -> &'a [&'a str] {
-    match (lines.first(), lines.last()) {
-        (Some(first), Some(last))
-            if lines.len() >= 2
-                && first.trim_start().starts_with("<<")
-                && first
-                    .trim_start()
-                    .trim_start_matches('<')
-                    .trim_matches(['\'', '"'])
-                    .trim()
-                    == last.trim() =>
-        {
-            &lines[1..lines.len() - 1]
-        }
-        _ => lines,
+/// A parse error at `line_number` (1-based, in the model's text), inside the
+/// section `op` (`add a`, `update a`, ...) when there is one.
+fn line_error(line_number: usize, op: Option<&str>, message: impl std::fmt::Display) -> ToolError {
+    match op {
+        Some(op) => ToolError::new(format!("apply_patch: line {line_number} ({op}): {message}")),
+        None => ToolError::new(format!("apply_patch: line {line_number}: {message}")),
     }
+}
+
+/// Models sometimes send the shell form `<<'EOF' ... EOF` verbatim: the
+/// lines inside such a wrapper, if `lines` is one.
+fn strip_heredoc<'a>(lines: &'a [&'a str]) -> Option<&'a [&'a str]> {
+    let (first, rest) = lines.split_first()?;
+    let (last, inner) = rest.split_last()?;
+    let opener = first.trim_start().strip_prefix("<<")?;
+    let word = opener
+        .trim_start_matches('<')
+        .trim()
+        .trim_matches(['\'', '"'])
+        .trim();
+    (word == last.trim()).then_some(inner)
 }
 
 #[cfg(test)]
@@ -204,7 +245,7 @@ mod tests {
 
         fn apply_all(old: &str, patch: &str) -> Result<String, ToolError> {
             match parse(patch)?.remove(0) {
-                FileOp::Update { hunks, .. } => apply_hunks(old, &hunks, "f"),
+                FileOp::Update { hunks, .. } => apply_hunks(old, &hunks),
                 other => panic!("{other:?}"),
             }
         }
@@ -213,6 +254,42 @@ mod tests {
             #[test]
             fn parsing_never_panics(text in "(\\*\\*\\* |@@|[-+ ]|--- |\\+\\+\\+ |[a-z\\n])*") {
                 let _ = parse(&text);
+            }
+
+            /// Any text at all, multi-byte characters and control bytes
+            /// included, inside and outside a Codex envelope.
+            #[test]
+            fn parsing_arbitrary_text_never_panics(
+                text in any::<String>(),
+                wrapped in proptest::collection::vec(
+                    prop_oneof![
+                        any::<String>(),
+                        "[ \t]*\\*\\*\\* (Add|Delete|Update) File:[ é]*[a-zé]*",
+                        "[ \t]*\\*\\*\\* (Move to:|End of File)[ a-z]*",
+                        "[-+ @\t]?[ -~é€😀]{0,6}",
+                    ],
+                    0..12,
+                ),
+            ) {
+                let _ = parse(&text);
+                let body = wrapped.join("\n");
+                let _ = parse(&format!("*** Begin Patch\n{body}\n*** End Patch\n"));
+            }
+
+            /// Whatever hunks parse, applying them to any text never panics.
+            #[test]
+            fn applying_never_panics(
+                original in "([a-c é]{0,3}(\n|\r\n))*[a-c]?",
+                body in proptest::collection::vec("(@@ ?[a-c]?|[-+ ][a-c é]{0,3}|\\*\\*\\* End of File|)", 0..10),
+            ) {
+                let patch = format!("*** Begin Patch\n*** Update File: f\n{}\n*** End Patch", body.join("\n"));
+                if let Ok(ops) = parse(&patch) {
+                    for op in ops {
+                        if let FileOp::Update { hunks, .. } = op {
+                            let _ = apply_hunks(&original, &hunks);
+                        }
+                    }
+                }
             }
 
             #[test]

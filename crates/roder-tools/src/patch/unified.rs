@@ -5,12 +5,8 @@
 //! ends only while they are unmet; after that, further ` `/`-`/`+` lines that
 //! are not a new file header still belong to the hunk.
 
-use super::{FileOp, Hunk, HunkLine};
+use super::{FileOp, Hunk, HunkLine, line_error};
 use crate::tool::ToolError;
-
-fn error(line_index: usize, message: impl std::fmt::Display) -> ToolError {
-    ToolError::new(format!("apply_patch: line {}: {message}", line_index + 1))
-}
 
 /// Whether a `--- ` line followed by a `+++ ` line starts at `index`.
 fn is_file_header(lines: &[&str], index: usize) -> bool {
@@ -58,7 +54,22 @@ fn hunk_header(line: &str) -> Option<(usize, usize, usize)> {
     Some((old_start, old_count, new_count))
 }
 
-pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
+/// What a file header announces, as errors name it.
+fn describe(old_path: Option<&str>, new_path: Option<&str>) -> String {
+    match (old_path, new_path) {
+        (None, Some(path)) => format!("add {path}"),
+        (Some(path), None) => format!("delete {path}"),
+        (Some(path), Some(new_path)) if path == new_path => format!("update {path}"),
+        (Some(path), Some(new_path)) => format!("update {path} and move it to {new_path}"),
+        (None, None) => "/dev/null to /dev/null".to_string(),
+    }
+}
+
+/// Parses `lines`; `first_line` is the 1-based number of `lines[0]` in the
+/// model's text.
+pub(super) fn parse(lines: &[&str], first_line: usize) -> Result<Vec<FileOp>, ToolError> {
+    let error =
+        |index: usize, op: &str, message: String| line_error(first_line + index, Some(op), message);
     let mut ops = Vec::new();
     let mut index = 0;
     while index < lines.len() {
@@ -67,15 +78,18 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
             index += 1;
             continue;
         }
-        let old_path = header_path(&lines[index][4..]);
-        let new_path = header_path(&lines[index + 1][4..]);
+        let header_of = |line: &str| header_path(line.get(4..).unwrap_or_default());
+        let old_path = header_of(lines[index]);
+        let new_path = header_of(lines[index + 1]);
         let header_index = index;
+        let op = describe(old_path.as_deref(), new_path.as_deref());
         index += 2;
         let mut hunks = Vec::new();
         while index < lines.len() && lines[index].starts_with("@@") {
             let (old_start, old_count, new_count) = hunk_header(lines[index]).ok_or_else(|| {
                 error(
                     index,
+                    &op,
                     format!(
                         "malformed hunk header {:?}; expected `@@ -a,b +c,d @@`",
                         lines[index]
@@ -99,12 +113,16 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
                     break;
                 }
                 let counts_met = old_seen >= old_count && new_seen >= new_count;
-                let hunk_line = match line.chars().next() {
-                    Some(' ') => HunkLine::Context(line[1..].to_string()),
-                    Some('-') => HunkLine::Remove(line[1..].to_string()),
-                    Some('+') => HunkLine::Add(line[1..].to_string()),
-                    None if !counts_met => HunkLine::Context(String::new()),
-                    _ => break,
+                let hunk_line = if let Some(text) = line.strip_prefix(' ') {
+                    HunkLine::Context(text.to_string())
+                } else if let Some(text) = line.strip_prefix('-') {
+                    HunkLine::Remove(text.to_string())
+                } else if let Some(text) = line.strip_prefix('+') {
+                    HunkLine::Add(text.to_string())
+                } else if line.is_empty() && !counts_met {
+                    HunkLine::Context(String::new())
+                } else {
+                    break;
                 };
                 match &hunk_line {
                     HunkLine::Context(_) => {
@@ -123,11 +141,13 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
             }
             hunks.push(hunk);
         }
-        let op = match (old_path, new_path) {
+        let file_op = match (old_path, new_path) {
             (None, None) => {
                 return Err(error(
                     header_index,
-                    "both sides of the file header are /dev/null",
+                    &op,
+                    "both sides of the file header are /dev/null: name the file on one side"
+                        .to_string(),
                 ));
             }
             (None, Some(path)) => FileOp::Add {
@@ -143,7 +163,10 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
                 if hunks.is_empty() && path == new_path {
                     return Err(error(
                         header_index,
-                        format!("the diff of {path} has no hunks"),
+                        &op,
+                        "the file header has no hunks: follow it with `@@ -a,b +c,d @@` and \
+                         ' ', '-' and '+' lines"
+                            .to_string(),
                     ));
                 }
                 FileOp::Update {
@@ -153,11 +176,11 @@ pub(super) fn parse(lines: &[&str]) -> Result<Vec<FileOp>, ToolError> {
                 }
             }
         };
-        ops.push(op);
+        ops.push(file_op);
     }
     if ops.is_empty() {
         return Err(ToolError::new(
-            "apply_patch: no file headers (`--- a/path` then `+++ b/path`) found",
+            "apply_patch: the diff changes no files: no file headers (`--- a/path` then `+++ b/path`) found",
         ));
     }
     Ok(ops)
@@ -284,10 +307,19 @@ index 3b18e51..a9c2d1f 100644
     fn errors() {
         let bad_header = parse_patch("--- a/f\n+++ b/f\n@@ nonsense @@\n").unwrap_err();
         assert!(
-            bad_header.0.contains("line 3: malformed hunk header"),
+            bad_header
+                .0
+                .starts_with("apply_patch: line 3 (update f): malformed hunk header"),
             "{bad_header}"
         );
+        // Line numbers count the model's own lines, leading prose included.
+        let later = parse_patch("\n\nsee below\n--- a/f\n+++ /dev/null\n@@ x @@\n").unwrap_err();
+        assert!(
+            later.0.starts_with("apply_patch: line 6 (delete f):"),
+            "{later}"
+        );
         let no_hunks = parse_patch("--- a/f\n+++ b/f\n").unwrap_err();
+        assert!(no_hunks.0.contains("(update f)"), "{no_hunks}");
         assert!(no_hunks.0.contains("has no hunks"), "{no_hunks}");
         let both_null = parse_patch("--- /dev/null\n+++ /dev/null\n").unwrap_err();
         assert!(both_null.0.contains("/dev/null"), "{both_null}");

@@ -1,5 +1,11 @@
 //! `apply_patch`: a multi-file patch (Codex format or unified diff), all or
 //! nothing.
+//!
+//! Every error names the operation and the file it concerns (`cannot update
+//! a.txt: ...`) and says whether anything was applied: parsing and staging
+//! happen in memory, so their errors always end "nothing was applied"; only
+//! a write that fails while committing can leave earlier files changed, and
+//! then the error lists them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -51,13 +57,26 @@ impl CodingTool for ApplyPatch {
         _ctx: &ToolExecutionContext,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        let ops = patch::parse(&args.patch)?;
+        let ops = patch::parse(&args.patch).map_err(nothing_applied)?;
         let mut plan = Plan::default();
         for op in ops {
-            plan.stage(&workspace, op).await?;
+            let what = op.describe();
+            plan.stage(&workspace, op).await.map_err(|error| {
+                nothing_applied(ToolError::new(format!(
+                    "apply_patch: cannot {what}: {error}"
+                )))
+            })?;
         }
+        plan.check_nesting().map_err(nothing_applied)?;
         plan.commit(&workspace).await
     }
+}
+
+const NOTHING_APPLIED: &str = "nothing was applied";
+
+/// Ends an error raised before anything was written.
+fn nothing_applied(error: ToolError) -> ToolError {
+    ToolError::new(format!("{error}; {NOTHING_APPLIED}"))
 }
 
 /// A file as the patch sees it: its contents before, and after the operations
@@ -119,10 +138,9 @@ impl Plan {
             FileOp::Delete { path } => {
                 let staged = self.load(workspace, &path, true).await?;
                 if staged.after.is_none() {
-                    return Err(ToolError::new(format!(
-                        "apply_patch: cannot delete {}: an earlier part of the patch already removed it",
-                        staged.path.display()
-                    )));
+                    return Err(ToolError::new(
+                        "an earlier section of the patch already removes it",
+                    ));
                 }
                 staged.after = None;
             }
@@ -132,19 +150,42 @@ impl Plan {
                 hunks,
             } => {
                 let staged = self.load(workspace, &path, true).await?;
-                let display = staged.path.display();
-                let Some(current) = staged.after.take() else {
-                    return Err(ToolError::new(format!(
-                        "apply_patch: cannot update {display}: an earlier part of the patch removed it"
-                    )));
+                let Some(current) = staged.after.as_deref() else {
+                    return Err(ToolError::new("an earlier section of the patch removes it"));
                 };
-                let updated = patch::apply_hunks(&current, &hunks, &display)?;
+                let updated = patch::apply_hunks(current, &hunks)?;
+                staged.after = None;
                 match move_to {
                     None => staged.after = Some(updated),
                     Some(target) => {
                         self.load(workspace, &target, false).await?.after = Some(updated);
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a patch that leaves a file where it also leaves another file
+    /// inside it (`*** Add File: d/x` and `*** Add File: d`): one of the two
+    /// writes would fail halfway through the commit.
+    fn check_nesting(&self) -> Result<(), ToolError> {
+        for (key, staged) in &self.files {
+            if staged.after.is_none() {
+                continue;
+            }
+            let outer = key
+                .ancestors()
+                .skip(1)
+                .filter_map(|ancestor| self.files.get(ancestor))
+                .find(|outer| outer.after.is_some());
+            if let Some(outer) = outer {
+                return Err(ToolError::new(format!(
+                    "apply_patch: cannot {} {}: the patch also writes {} inside it, so it would be both a file and a directory",
+                    staged_verb(outer),
+                    outer.path.display(),
+                    staged.path.display(),
+                )));
             }
         }
         Ok(())
@@ -175,26 +216,32 @@ impl Plan {
                 }
                 None => workspace.remove(&staged.path).await,
             };
-            if let Err(error) = result {
-                let already = if done.is_empty() {
-                    "no file had been changed".to_string()
-                } else {
-                    format!("already changed: {}", done.join(", "))
-                };
-                return Err(ToolError::new(format!("apply_patch: {error} ({already})")));
-            }
-            let marker = match (&staged.before, &staged.after) {
-                (None, Some(_)) => "A",
-                (Some(_), None) => "D",
+            let verb = staged_verb(staged);
+            let marker = match verb {
+                "add" => "A",
+                "delete" => "D",
                 _ => "M",
             };
+            if let Err(error) = result {
+                let applied = if done.is_empty() {
+                    NOTHING_APPLIED.to_string()
+                } else {
+                    format!(
+                        "already applied: {}; the rest was not applied",
+                        done.join(", ")
+                    )
+                };
+                return Err(ToolError::new(format!(
+                    "apply_patch: cannot {verb} {display}: {error}; {applied}"
+                )));
+            }
             summary.push(format!("{marker} {display}"));
             changes.push(file_change(
                 &display,
                 staged.before.as_deref().unwrap_or_default(),
                 staged.after.as_deref().unwrap_or_default(),
             ));
-            done.push(display);
+            done.push(format!("{verb} {display}"));
         }
         let text = if summary.is_empty() {
             "patch applied; no file changed".to_string()
@@ -202,5 +249,14 @@ impl Plan {
             format!("applied patch:\n{}", summary.join("\n"))
         };
         Ok(ToolOutput::ok(text, json!({"file_changes": changes})))
+    }
+}
+
+/// What committing `staged` does to its file.
+fn staged_verb(staged: &Staged) -> &'static str {
+    match (&staged.before, &staged.after) {
+        (None, Some(_)) => "add",
+        (Some(_), None) => "delete",
+        _ => "update",
     }
 }
