@@ -4,11 +4,17 @@
 //! config), so it describes the container and never holds secrets. Unknown
 //! fields are refused, so a typo (`"imgae"`) is an error instead of a
 //! silently ignored setting.
+//!
+//! The runtime adds the thread's bound workspace under
+//! [`WORKSPACE_CONFIG_KEY`]; it becomes the container's working root (see
+//! [`DockerConfig::workdir`]), and a `workdir` that names another directory
+//! is refused, because file tools and commands must share one root.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 use anyhow::bail;
+use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -23,8 +29,9 @@ pub const DEFAULT_NETWORK: &str = "none";
 /// Most pre-created containers one destination config may keep warm.
 pub const MAX_POOL_SIZE: usize = 32;
 
-const KNOWN_FIELDS: [&str; 12] = [
+const KNOWN_FIELDS: [&str; 13] = [
     "image",
+    WORKSPACE_CONFIG_KEY,
     "workdir",
     "working_dir",
     "env",
@@ -87,8 +94,10 @@ pub struct DockerConfig {
     /// Image reference; must be present locally (this runner never pulls).
     pub image: String,
     /// Absolute container path: the working directory of commands without a
-    /// `cwd` and the base of relative file paths. It must be the thread's
-    /// runner workspace, since tools send paths relative to that.
+    /// `cwd` and the base of relative file paths. It is the thread's bound
+    /// workspace when the runtime passed one (tools send file paths relative
+    /// to it and run commands in it), else `workdir`/`working_dir`, else
+    /// [`DEFAULT_WORKDIR`]. Docker creates it when the container starts.
     pub workdir: String,
     /// Container environment, sorted by name.
     pub env: Vec<(String, String)>,
@@ -219,27 +228,48 @@ impl Fields<'_> {
         })
     }
 
-    /// `workdir`, or `working_dir` (the name the runtime reads when a
-    /// runtime-level destination auto-binds threads); both must agree.
+    /// The bound workspace, else `workdir`, else `working_dir` (the name
+    /// the runtime reads when a runtime-level destination auto-binds
+    /// threads). Any two that are set must agree.
     fn workdir(&self) -> anyhow::Result<String> {
-        let workdir = self.string("workdir")?;
-        let working_dir = self.string("working_dir")?;
-        let chosen = match (workdir, working_dir) {
-            (Some(a), Some(b)) if a != b => bail!(
-                "docker {} fields `workdir` ({a:?}) and `working_dir` ({b:?}) disagree; set one",
-                self.source
-            ),
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => DEFAULT_WORKDIR.to_string(),
-        };
-        if !is_clean_absolute(&chosen) {
+        let workspace = self.clean_dir(WORKSPACE_CONFIG_KEY)?;
+        let workdir = self.clean_dir("workdir")?;
+        let working_dir = self.clean_dir("working_dir")?;
+        if let (Some(a), Some(b)) = (&workdir, &working_dir)
+            && a != b
+        {
             bail!(
-                "docker {} field `workdir` must be an absolute container path without `.` or `..`, got {chosen:?}",
+                "docker {} fields `workdir` ({a:?}) and `working_dir` ({b:?}) disagree; set one",
                 self.source
             );
         }
-        let trimmed = chosen.trim_end_matches('/');
-        Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+        let configured = workdir.or(working_dir);
+        match (workspace, configured) {
+            (Some(workspace), Some(configured)) if workspace != configured => bail!(
+                "docker {} sets `workdir` to {configured:?} but the thread is bound at workspace {workspace:?}; file tools and commands must use one root, so set `workdir` to {workspace:?} or remove it",
+                self.source
+            ),
+            (Some(chosen), _) | (None, Some(chosen)) => Ok(chosen),
+            (None, None) => Ok(DEFAULT_WORKDIR.to_string()),
+        }
+    }
+
+    /// A directory field: an absolute container path without `.` or `..`,
+    /// returned without a trailing `/` (so `/src/` and `/src` agree).
+    fn clean_dir(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let Some(path) = self.string(name)? else {
+            return Ok(None);
+        };
+        if !is_clean_absolute(&path) {
+            bail!(
+                "docker {} field `{name}` must be an absolute container path without `.` or `..`, got {path:?}",
+                self.source
+            );
+        }
+        let trimmed = path.trim_end_matches('/');
+        Ok(Some(
+            if trimmed.is_empty() { "/" } else { trimmed }.to_string(),
+        ))
     }
 
     fn env(&self) -> anyhow::Result<Vec<(String, String)>> {
@@ -537,6 +567,31 @@ mod tests {
         );
         assert!(error(json!({"image": "i", "workdir": "rel"})).contains("absolute"));
         assert!(error(json!({"image": "i", "workdir": "/a/../b"})).contains("absolute"));
+    }
+
+    #[test]
+    fn the_bound_workspace_is_the_workdir() {
+        let bound = parse(json!({"image": "i", "workspace": "/srv/app"})).unwrap();
+        assert_eq!(bound.workdir, "/srv/app");
+        let agreeing =
+            parse(json!({"image": "i", "workspace": "/srv/app", "workdir": "/srv/app/"})).unwrap();
+        assert_eq!(agreeing.workdir, "/srv/app");
+        let also = parse(json!({"image": "i", "workspace": "/w", "working_dir": "/w"})).unwrap();
+        assert_eq!(also.workdir, "/w");
+        assert_ne!(bound.fingerprint(), also.fingerprint());
+    }
+
+    #[test]
+    fn a_workdir_other_than_the_bound_workspace_is_refused_naming_both() {
+        for field in ["workdir", "working_dir"] {
+            let message =
+                error(json!({"image": "i", "workspace": "/srv/app", field: "/workspace"}));
+            assert!(message.contains("\"/srv/app\""), "{message}");
+            assert!(message.contains("\"/workspace\""), "{message}");
+            assert!(message.contains("bound at workspace"), "{message}");
+        }
+        assert!(error(json!({"image": "i", "workspace": "srv"})).contains("`workspace`"));
+        assert!(error(json!({"image": "i", "workspace": 3})).contains("`workspace`"));
     }
 
     #[test]

@@ -79,8 +79,9 @@ pub fn create_body(config: &DockerConfig, labels: HashMap<String, String>) -> Co
     }
 }
 
-/// The labels every container of `config` carries (Roder's and the user's).
-pub fn base_labels(config: &DockerConfig) -> HashMap<String, String> {
+/// The labels every container of `config` carries (Roder's and the user's),
+/// with `home` (the provider's home id) under [`labels::HOME`].
+pub fn base_labels(config: &DockerConfig, home: Option<&str>) -> HashMap<String, String> {
     let mut all: HashMap<String, String> = config
         .labels
         .iter()
@@ -91,12 +92,16 @@ pub fn base_labels(config: &DockerConfig) -> HashMap<String, String> {
         labels::CLEANUP.to_string(),
         config.cleanup.as_str().to_string(),
     );
+    if let Some(home) = home {
+        all.insert(labels::HOME.to_string(), home.to_string());
+    }
     // Blank what an image committed from another container could pass on.
     for key in [
         labels::DESTINATION,
         labels::THREAD,
         labels::POOL,
         labels::POOL_OWNER,
+        labels::HOME,
     ] {
         all.entry(key.to_string()).or_default();
     }

@@ -24,10 +24,24 @@ pub const POOL: &str = "dev.roder.pool";
 pub const POOL_OWNER: &str = "dev.roder.pool.owner";
 /// On snapshot images: the container they were committed from.
 pub const SNAPSHOT_OF: &str = "dev.roder.snapshot.of";
+/// The id of the Roder home (thread store) whose provider made the
+/// container; `gc` of one home never removes another home's containers.
+pub const HOME: &str = "dev.roder.home";
 
 /// Keys a committed image must not pass on to containers created from it
 /// (new containers inherit image labels that they do not set themselves).
-pub const CONTAINER_ONLY: [&str; 6] = [MANAGED, DESTINATION, THREAD, CLEANUP, POOL, POOL_OWNER];
+pub const CONTAINER_ONLY: [&str; 7] = [
+    MANAGED,
+    DESTINATION,
+    THREAD,
+    CLEANUP,
+    POOL,
+    POOL_OWNER,
+    HOME,
+];
+
+/// Most characters a home id may have.
+const MAX_HOME_ID_LEN: usize = 128;
 
 /// Name prefix of a container claimed by (or created for) a known thread.
 const THREAD_NAME_PREFIX: &str = "roder-t.";
@@ -54,6 +68,23 @@ fn is_name_safe(text: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Checks a home id before it becomes a label value: non-empty, at most
+/// 128 characters of `[A-Za-z0-9._-]`, so it reads the same in `docker ps`,
+/// filters and error messages.
+pub fn check_home_id(home_id: &str) -> anyhow::Result<()> {
+    let ok = !home_id.is_empty()
+        && home_id.len() <= MAX_HOME_ID_LEN
+        && home_id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'));
+    if !ok {
+        anyhow::bail!(
+            "home id {home_id:?} is not usable as the `{HOME}` label: use 1 to {MAX_HOME_ID_LEN} characters of A-Z, a-z, 0-9, '.', '_' or '-'"
+        );
+    }
+    Ok(())
 }
 
 /// A short random suffix keeping names unique.
@@ -136,6 +167,16 @@ mod tests {
         );
         assert!(is_unclaimed_pool_name(&format!("/{}", pool_name("x"))));
         assert!(!is_unclaimed_pool_name(&name));
+    }
+
+    #[test]
+    fn home_ids_are_plain_label_values() {
+        assert!(check_home_id("0123abcdef").is_ok());
+        assert!(check_home_id("h.o_m-e").is_ok());
+        for bad in ["", "a b", "a=b", "ä", &"x".repeat(129)] {
+            let error = check_home_id(bad).unwrap_err().to_string();
+            assert!(error.contains(HOME), "{error}");
+        }
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! tree in the container), files move through the archive API, ports are
 //! published at creation, snapshots are commits, pause/resume use the cgroup
 //! freezer, and a detached container is found again by id. Every container
-//! is labelled, so `DockerRunnerProvider::gc` can remove what no thread
-//! uses. A warm pool keeps started containers ready per config.
+//! is labelled (with the id of the Roder home it serves, too), so
+//! `DockerRunnerProvider::gc` can remove what no thread of that home uses
+//! and nothing of another home's. The thread's bound workspace is the
+//! container's working root for files and commands alike. A warm pool
+//! keeps started containers ready per config.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -32,8 +35,13 @@ mod provider;
 mod running;
 mod session;
 
+/// The Docker client crate [`DockerRunnerProvider::docker`] hands out, for
+/// tooling and tests that inspect or clean up containers with the same
+/// client version.
+pub use bollard;
 pub use client::{DEFAULT_SOCKET, daemon_socket_present};
 pub use config::{Cleanup, DockerConfig};
 pub use exec::MARKER_VAR;
+pub use gc::{GcEntry, GcOptions, GcReport, GcVerdict};
 pub use provider::{DockerRunnerProvider, PROVIDER_ID};
 pub use session::{DockerSession, SNAPSHOT_REPOSITORY};

@@ -37,6 +37,8 @@ struct Inner {
     /// Labels this provider instance's pool containers, so `gc` can tell
     /// them from orphans of a process that is gone.
     owner: String,
+    /// The provider's home id, on every container the pool creates.
+    home: Option<String>,
     state: Mutex<State>,
     /// Woken on every change of any pool.
     changed: Notify,
@@ -59,11 +61,12 @@ struct Entry {
 }
 
 impl Pool {
-    pub fn new(client: Arc<Client>, owner: String) -> Self {
+    pub fn new(client: Arc<Client>, owner: String, home: Option<String>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
                 owner,
+                home,
                 state: Mutex::new(State::default()),
                 changed: Notify::new(),
             }),
@@ -242,7 +245,7 @@ impl Pool {
 
     async fn create(&self, fingerprint: &str, config: &DockerConfig) -> anyhow::Result<String> {
         let docker = self.inner.client.get().await?;
-        let mut all = container::base_labels(config);
+        let mut all = container::base_labels(config, self.inner.home.as_deref());
         all.insert(labels::POOL.to_string(), fingerprint.to_string());
         all.insert(labels::POOL_OWNER.to_string(), self.inner.owner.clone());
         let name = labels::pool_name(&labels::name_suffix());

@@ -16,6 +16,7 @@ use roder_api::remote_runner::{
 
 use crate::client::{self, Client, is_not_found, message_of};
 use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig};
+use crate::gc::{GcOptions, GcReport};
 use crate::pool::Pool;
 use crate::session::{DockerSession, Opened};
 use crate::{container, gc, labels};
@@ -35,6 +36,9 @@ const PREWARM_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct DockerRunnerProvider {
     client: Arc<Client>,
     pool: Pool,
+    /// The id of the Roder home this provider works for, labelled on every
+    /// container it makes (see [`Self::with_home_id`]).
+    home: Option<String>,
 }
 
 impl Default for DockerRunnerProvider {
@@ -49,6 +53,7 @@ impl std::fmt::Debug for DockerRunnerProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DockerRunnerProvider")
             .field("instance", &self.pool.owner())
+            .field("home", &self.home)
             .finish_non_exhaustive()
     }
 }
@@ -58,9 +63,35 @@ impl DockerRunnerProvider {
         let client = Arc::new(client);
         let instance = uuid::Uuid::new_v4().simple().to_string();
         Self {
-            pool: Pool::new(client.clone(), instance),
+            pool: Pool::new(client.clone(), instance, None),
             client,
+            home: None,
         }
+    }
+
+    /// This provider working for the Roder home `home_id`: every container
+    /// it creates (warm pool included) is labelled `dev.roder.home=<id>`,
+    /// and its [`gc`](Self::gc) removes only containers with that label.
+    /// Without a home id containers get no home label and `gc` collects
+    /// only unlabelled ones. Call it right after construction: the warm
+    /// pool is rebuilt empty.
+    pub fn with_home_id(self, home_id: impl Into<String>) -> anyhow::Result<Self> {
+        let home_id = home_id.into();
+        labels::check_home_id(&home_id)?;
+        Ok(Self {
+            pool: Pool::new(
+                self.client.clone(),
+                self.pool.owner().to_string(),
+                Some(home_id.clone()),
+            ),
+            client: self.client,
+            home: Some(home_id),
+        })
+    }
+
+    /// The home id set with [`with_home_id`](Self::with_home_id).
+    pub fn home_id(&self) -> Option<&str> {
+        self.home.as_deref()
     }
 
     /// A provider for the local daemon; fails at once when the Docker host
@@ -117,13 +148,24 @@ impl DockerRunnerProvider {
         self.pool.shutdown().await
     }
 
-    /// Removes Roder containers whose thread is not in `live_thread_ids`,
-    /// and unclaimed pool containers left by other (gone) provider
-    /// instances. Returns the removed container ids. See the README for
-    /// exactly what is kept.
-    pub async fn gc(&self, live_thread_ids: &HashSet<String>) -> anyhow::Result<Vec<String>> {
+    /// Removes this home's containers whose thread is not in
+    /// `live_thread_ids` (the threads of this home's store) and unclaimed
+    /// pool containers this home's other (gone) provider instances left;
+    /// keeps everything else, another home's containers above all. The
+    /// report says what was removed and why each other container was kept.
+    /// See the README for exactly what is kept.
+    pub async fn gc(
+        &self,
+        live_thread_ids: &HashSet<String>,
+        options: GcOptions,
+    ) -> anyhow::Result<GcReport> {
         let docker = self.client.get().await?;
-        gc::collect(docker, self.pool.owner(), live_thread_ids).await
+        let collector = gc::Collector {
+            home: self.home.as_deref(),
+            own_pool: self.pool.owner(),
+            options,
+        };
+        gc::collect(docker, &collector, live_thread_ids).await
     }
 
     fn check_provider(&self, provider_id: &str, what: &str) -> anyhow::Result<()> {
@@ -309,7 +351,7 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
         let container_id = match self.claim_from_pool(docker, &config, thread).await? {
             Some(id) => id,
             None => {
-                let mut all = container::base_labels(&config);
+                let mut all = container::base_labels(&config, self.home.as_deref());
                 all.insert(labels::DESTINATION.to_string(), destination.id.clone());
                 if let Some(thread) = thread {
                     all.insert(labels::THREAD.to_string(), thread.to_string());

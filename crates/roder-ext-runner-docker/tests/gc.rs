@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use roder_api::remote_runner::RemoteRunnerProvider;
-use roder_ext_runner_docker::{DockerRunnerProvider, labels};
+use roder_ext_runner_docker::{DockerRunnerProvider, GcOptions, GcVerdict, labels};
 use serde_json::json;
 use support::*;
 
@@ -106,9 +106,10 @@ async fn gc_removes_containers_whose_thread_is_gone() {
 
     let before: HashSet<String> = label.containers().await.into_iter().collect();
     let removed: HashSet<String> = provider
-        .gc(&live_threads)
+        .gc(&live_threads, GcOptions::default())
         .await
         .unwrap()
+        .removed_ids()
         .into_iter()
         .collect();
     assert!(
@@ -152,5 +153,131 @@ async fn gc_removes_containers_whose_thread_is_gone() {
     provider.shutdown_pool().await.unwrap();
     live.close().await.unwrap();
     shared.close().await.unwrap();
+    assert!(label.containers().await.is_empty());
+}
+
+/// The label value of `key` on container `id`.
+async fn label_of(provider: &DockerRunnerProvider, id: &str, key: &str) -> Option<String> {
+    let docker = provider.docker().await.unwrap();
+    let inspect = docker.inspect_container(id, None).await.unwrap();
+    inspect.config?.labels?.get(key).cloned()
+}
+
+#[tokio::test]
+async fn gc_of_one_home_never_removes_another_homes_containers() {
+    let Some(homeless) = provider("gc_of_one_home_never_removes_another_homes_containers").await
+    else {
+        return;
+    };
+    let label = TestLabel::new(&homeless).await;
+    let run_id = &label.value[..8];
+    let home_a = format!("test-home-a-{run_id}");
+    let home_b = format!("test-home-b-{run_id}");
+    let a = DockerRunnerProvider::connect()
+        .unwrap()
+        .with_home_id(&home_a)
+        .unwrap();
+    let b = DockerRunnerProvider::connect()
+        .unwrap()
+        .with_home_id(&home_b)
+        .unwrap();
+    assert!(
+        DockerRunnerProvider::connect()
+            .unwrap()
+            .with_home_id("not a label")
+            .is_err()
+    );
+    let thread = |name: &str| format!("gc-home-{name}-{run_id}");
+    let of_a = session(
+        &a,
+        &format!("thread-{}", thread("a")),
+        label.config(json!({"cleanup": "keep"})),
+    )
+    .await;
+    let of_b = session(
+        &b,
+        &format!("thread-{}", thread("b")),
+        label.config(json!({"cleanup": "keep"})),
+    )
+    .await;
+    let legacy = session(
+        &homeless,
+        &format!("thread-{}", thread("legacy")),
+        label.config(json!({"cleanup": "keep"})),
+    )
+    .await;
+    // Warm-pool containers carry the home too.
+    let pooled = label.config(json!({"pool_size": 1}));
+    a.prewarm(&destination("thread-pool", pooled))
+        .await
+        .unwrap();
+    let ids = |session: &std::sync::Arc<dyn roder_api::remote_runner::RemoteRunnerSession>| {
+        session.state().session_id
+    };
+    let (id_a, id_b, id_legacy) = (ids(&of_a), ids(&of_b), ids(&legacy));
+    let mut homes = Vec::new();
+    for id in label.containers().await {
+        homes.push(label_of(&a, &id, labels::HOME).await);
+    }
+    homes.sort();
+    assert_eq!(
+        homes,
+        vec![
+            Some(String::new()),
+            Some(home_a.clone()),
+            Some(home_a.clone()),
+            Some(home_b.clone())
+        ],
+        "the homeless container has a blank home label, the rest their home's"
+    );
+
+    // B knows no thread at all: it removes its own container only.
+    let report = b.gc(&HashSet::new(), GcOptions::default()).await.unwrap();
+    assert_eq!(report.removed_ids(), vec![id_b.clone()]);
+    let kept = |report: &roder_ext_runner_docker::GcReport, id: &str| {
+        report
+            .kept
+            .iter()
+            .find(|entry| entry.id == id)
+            .map(|entry| entry.verdict.clone())
+    };
+    assert_eq!(
+        kept(&report, &id_a),
+        Some(GcVerdict::OtherHome(home_a.clone()))
+    );
+    assert_eq!(kept(&report, &id_legacy), Some(GcVerdict::Unlabelled));
+    assert_eq!(
+        report.removed[0].thread.as_deref(),
+        Some(thread("b").as_str())
+    );
+    assert_eq!(report.removed[0].home.as_deref(), Some(home_b.as_str()));
+
+    // A keeps its live thread's container and its own pool.
+    let live_a: HashSet<String> = [thread("a")].into();
+    let report = a.gc(&live_a, GcOptions::default()).await.unwrap();
+    assert!(report.removed.is_empty(), "{:#?}", report.removed);
+    assert_eq!(kept(&report, &id_a), Some(GcVerdict::ThreadExists));
+    let after: HashSet<String> = label.containers().await.into_iter().collect();
+    assert!(after.contains(&id_a) && after.contains(&id_legacy));
+    assert!(!after.contains(&id_b));
+    assert_eq!(after.len(), 3, "A's pool container is kept");
+
+    a.shutdown_pool().await.unwrap();
+    for session in [&of_a, &legacy] {
+        homeless
+            .docker()
+            .await
+            .unwrap()
+            .remove_container(
+                &session.state().session_id,
+                Some(
+                    bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .build(),
+                ),
+            )
+            .await
+            .unwrap();
+    }
     assert!(label.containers().await.is_empty());
 }

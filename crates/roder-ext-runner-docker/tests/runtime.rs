@@ -54,15 +54,29 @@ async fn docker_thread(
     config: Value,
     engine: Option<&str>,
 ) -> String {
+    bind_docker_thread(runtime, workspace, config, engine, "/workspace")
+        .await
+        .unwrap()
+}
+
+/// Creates a thread bound to the docker runner at `bound` (the runner
+/// workspace) with `config`.
+async fn bind_docker_thread(
+    runtime: &Runtime,
+    workspace: &Path,
+    config: Value,
+    engine: Option<&str>,
+    bound: &str,
+) -> anyhow::Result<String> {
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
     request.provider = engine.map(str::to_string);
     request.runner = Some(ThreadRunnerSelection {
         provider_id: "docker".to_string(),
         config,
-        workspace: "/workspace".to_string(),
+        workspace: bound.to_string(),
         read_roots: Vec::new(),
     });
-    runtime.create_thread_with(request).await.unwrap().thread_id
+    Ok(runtime.create_thread_with(request).await?.thread_id)
 }
 
 /// Events of `thread_id` until its turn ends.
@@ -225,6 +239,112 @@ async fn a_docker_bound_thread_works_inside_its_container_only() {
         "{lifecycle:?}"
     );
     view.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_thread_bound_outside_slash_workspace_keeps_files_and_commands_together() {
+    let Some(provider) =
+        provider("a_thread_bound_outside_slash_workspace_keeps_files_and_commands_together").await
+    else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let host = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let engine = ScriptedEngine::new(vec![
+        tool_round(&[(
+            "w",
+            "write_file",
+            r#"{"path": "notes/plan.txt", "content": "bound at srv\n"}"#,
+        )]),
+        tool_round(&[(
+            "x",
+            "exec_command",
+            r#"{"cmd": "pwd && cat notes/plan.txt && echo made-by-shell > shell.txt"}"#,
+        )]),
+        tool_round(&[("r", "read_file", r#"{"path": "shell.txt"}"#)]),
+        final_round("done"),
+    ]);
+    let runtime = runtime(&[engine], store.path(), host.path(), Arc::new(provider));
+    let mut events = runtime.subscribe_events();
+    let thread = bind_docker_thread(
+        &runtime,
+        host.path(),
+        label.config(json!({})),
+        None,
+        "/srv/app",
+    )
+    .await
+    .unwrap();
+    runtime
+        .start_turn(StartTurnRequest::new(&thread, "work in /srv/app"))
+        .await
+        .unwrap();
+    let turn = until_turn_ends(&mut events, &thread).await;
+    assert_completed(&turn);
+    let outputs = tool_outputs(&turn);
+    assert_eq!(outputs.len(), 3, "{outputs:#?}");
+    for (tool, output, is_error) in &outputs {
+        assert!(!is_error, "{tool} failed: {output}");
+    }
+    assert!(
+        outputs[1].1.contains("/srv/app\nbound at srv\n"),
+        "the shell runs where write_file wrote: {}",
+        outputs[1].1
+    );
+    assert!(
+        outputs[2].1.contains("made-by-shell"),
+        "read_file reads where the shell wrote: {}",
+        outputs[2].1
+    );
+
+    let state = runner_state(&runtime, &thread).await;
+    assert_eq!(state.metadata["workdir"], "/srv/app");
+    let view = outside_view(&state).await;
+    assert_eq!(
+        read_in_container(view.as_ref(), "/srv/app/notes/plan.txt").await,
+        "bound at srv\n"
+    );
+    let listing = run(view.as_ref(), "ls -A /workspace; echo end").await;
+    assert_eq!(
+        listing.stdout, "end\n",
+        "nothing landed in /workspace: {listing:?}"
+    );
+    assert!(is_empty_dir(host.path()));
+    view.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_binding_whose_workdir_disagrees_is_refused_at_thread_creation() {
+    let Some(provider) =
+        provider("a_binding_whose_workdir_disagrees_is_refused_at_thread_creation").await
+    else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let host = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let idle = ScriptedEngine::new(Vec::new());
+    let runtime = runtime(&[idle], store.path(), host.path(), Arc::new(provider));
+    let error = bind_docker_thread(
+        &runtime,
+        host.path(),
+        label.config(json!({"workdir": "/workspace"})),
+        None,
+        "/srv/app",
+    )
+    .await
+    .unwrap_err();
+    let message = format!("{error:#}");
+    assert!(
+        message.contains("\"/srv/app\"") && message.contains("\"/workspace\""),
+        "the error names both roots: {message}"
+    );
+    assert!(
+        runtime.list_threads().await.unwrap().is_empty(),
+        "no thread was created"
+    );
+    assert!(label.containers().await.is_empty());
 }
 
 #[tokio::test]
