@@ -7,8 +7,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use reqwest::{Client, RequestBuilder, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -16,8 +17,7 @@ use serde_json::{Value, json};
 use crate::checkpoint::{CheckpointCreated, CheckpointStream};
 use crate::error::SpritesError;
 use crate::exec_frames::{ExecCollector, decode_json_body};
-use crate::ndjson::LineBuffer;
-use crate::retry::{RetryDecision, RetryPolicy, retry_after};
+use crate::retry::{RetryDecision, RetryPolicy, retry_after, says_not_ready, total_backoff};
 
 /// Bound on every call except exec (which runs as long as its command and
 /// is bounded by the caller's `timeout_ms`). It only guards against hangs.
@@ -59,33 +59,15 @@ pub(crate) struct ExecCall {
     pub env: Vec<(String, String)>,
 }
 
-/// An entry of `GET /v1/sprites/{name}/exec`.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct ExecSessionInfo {
-    pub id: Value,
-    #[serde(default)]
-    pub command: Value,
-    #[serde(default)]
-    pub workdir: Option<String>,
-    #[serde(default)]
-    pub is_active: Option<bool>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ExecSessionList {
-    #[serde(default)]
-    sessions: Vec<ExecSessionInfo>,
-}
-
-/// How a kill request ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum KillOutcome {
-    /// The server reported the process killed or exited.
-    Killed,
-    /// 410: the process had already exited.
-    AlreadyExited,
-    /// The event stream reported an error.
-    Failed(String),
+/// Whether a request may be sent again after a transient failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repeat {
+    /// Safe to repeat: retried on 5xx, 429 and refused connections (and on
+    /// 503 "Process not ready", like every request).
+    Idempotent,
+    /// Sent again only when the sprite refused it as not ready, which means
+    /// nothing ran.
+    Once,
 }
 
 /// A client bound to one base URL and token.
@@ -120,7 +102,9 @@ impl SpritesClient {
         let action = format!("looking up sprite \"{name}\"");
         let url = self.sprite_url(name, "");
         let response = self
-            .send_idempotent(&action, || self.http.get(&url).timeout(REQUEST_TIMEOUT))
+            .send(&action, Repeat::Idempotent, || {
+                self.http.get(&url).timeout(REQUEST_TIMEOUT)
+            })
             .await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -129,16 +113,40 @@ impl SpritesClient {
         read_json(&action, response).await.map(Some)
     }
 
-    /// `POST /v1/sprites`; sent once (a repeat could create a second sprite).
+    /// `POST /v1/sprites`; sent once (a repeat could create a second
+    /// sprite). A name that exists gives [`SpritesError::NameTaken`]: 409
+    /// live, or a 400 that says so (older docs).
     pub(crate) async fn create_sprite(&self, name: &str) -> Result<SpriteInfo, SpritesError> {
         let action = format!("creating sprite \"{name}\"");
         let url = format!("{}/v1/sprites", self.base_url);
-        let request = self
-            .http
-            .post(&url)
-            .timeout(REQUEST_TIMEOUT)
-            .json(&json!({ "name": name }));
-        let response = self.send_once(&action, request).await?;
+        let body = json!({ "name": name });
+        let response = self
+            .send(&action, Repeat::Once, || {
+                self.http.post(&url).timeout(REQUEST_TIMEOUT).json(&body)
+            })
+            .await?;
+        let status = response.status();
+        if status == StatusCode::CONFLICT || status == StatusCode::BAD_REQUEST {
+            let text = response.text().await.unwrap_or_default();
+            let parsed: Option<Value> = serde_json::from_str(&text).ok();
+            let message = error_message(parsed.as_ref(), &text);
+            let lower = message.to_ascii_lowercase();
+            if status == StatusCode::CONFLICT
+                || lower.contains("already")
+                || lower.contains("exists")
+            {
+                return Err(SpritesError::NameTaken {
+                    name: name.to_string(),
+                    status: status.as_u16(),
+                    message,
+                });
+            }
+            return Err(SpritesError::Api {
+                status: status.as_u16(),
+                action,
+                message,
+            });
+        }
         let response = self.check(&action, response).await?;
         read_json(&action, response).await
     }
@@ -148,7 +156,9 @@ impl SpritesClient {
         let action = format!("deleting sprite \"{name}\"");
         let url = self.sprite_url(name, "");
         let response = self
-            .send_idempotent(&action, || self.http.delete(&url).timeout(REQUEST_TIMEOUT))
+            .send(&action, Repeat::Idempotent, || {
+                self.http.delete(&url).timeout(REQUEST_TIMEOUT)
+            })
             .await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Ok(false);
@@ -159,12 +169,15 @@ impl SpritesClient {
     /// HTTP exec: `POST /v1/sprites/{name}/exec?cmd=…&path=…&dir=…&env=…`.
     ///
     /// Output lands in `sink` as it streams, so a caller that stops waiting
-    /// (deadline, cancellation) still has what arrived. Never retried: the
-    /// command may already have run.
+    /// (deadline, cancellation) still has what arrived. Dropping the future
+    /// aborts the request, and the server then SIGKILLs the command's
+    /// process group. `repeat` is [`Repeat::Once`] unless the command is
+    /// safe to run twice; a "not ready" 503 is retried either way.
     pub(crate) async fn exec(
         &self,
         name: &str,
         call: &ExecCall,
+        repeat: Repeat,
         sink: &mut ExecCollector,
     ) -> Result<(), SpritesError> {
         let action = format!("running a command in sprite \"{name}\"");
@@ -176,13 +189,16 @@ impl SpritesClient {
         query.push(("dir", &call.dir));
         let env: Vec<String> = call.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         query.extend(env.iter().map(|pair| ("env", pair.as_str())));
-        let request = self
-            .http
-            .post(self.sprite_url(name, "/exec"))
-            .query(&query)
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .body(Vec::new());
-        let response = self.send_once(&action, request).await?;
+        let url = self.sprite_url(name, "/exec");
+        let response = self
+            .send(&action, repeat, || {
+                self.http
+                    .post(&url)
+                    .query(&query)
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .body(Vec::new())
+            })
+            .await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Err(SpritesError::SpriteNotFound {
                 name: name.to_string(),
@@ -210,65 +226,6 @@ impl SpritesClient {
         Ok(())
     }
 
-    /// `GET /v1/sprites/{name}/exec`: the sprite's exec sessions.
-    pub(crate) async fn exec_sessions(
-        &self,
-        name: &str,
-    ) -> Result<Vec<ExecSessionInfo>, SpritesError> {
-        let action = format!("listing exec sessions of sprite \"{name}\"");
-        let url = self.sprite_url(name, "/exec");
-        let response = self
-            .send_idempotent(&action, || self.http.get(&url).timeout(REQUEST_TIMEOUT))
-            .await?;
-        let response = self.check(&action, response).await?;
-        let list: ExecSessionList = read_json(&action, response).await?;
-        Ok(list.sessions)
-    }
-
-    /// `POST /v1/sprites/{name}/exec/{id}/kill?signal=TERM&timeout=…`, reading
-    /// the NDJSON event stream to its end.
-    pub(crate) async fn kill_exec_session(
-        &self,
-        name: &str,
-        id: &str,
-        grace: Duration,
-    ) -> Result<KillOutcome, SpritesError> {
-        let action = format!("killing exec session {id} of sprite \"{name}\"");
-        let grace = format!("{}s", grace.as_secs().max(1));
-        let request = self
-            .http
-            .post(self.sprite_url(name, &format!("/exec/{id}/kill")))
-            .query(&[("signal", "TERM"), ("timeout", grace.as_str())])
-            .timeout(REQUEST_TIMEOUT);
-        let response = self.send_once(&action, request).await?;
-        if response.status() == StatusCode::GONE {
-            return Ok(KillOutcome::AlreadyExited);
-        }
-        let response = self.check(&action, response).await?;
-        let mut lines = LineBuffer::default();
-        let mut events = Vec::new();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|err| transport(&action, &err))?;
-            events.extend(lines.push(&chunk));
-        }
-        events.extend(lines.finish());
-        for line in events {
-            let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if event.get("type").and_then(Value::as_str) == Some("error") {
-                let message = event
-                    .get("message")
-                    .or_else(|| event.get("error"))
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                    .unwrap_or(line);
-                return Ok(KillOutcome::Failed(message));
-            }
-        }
-        Ok(KillOutcome::Killed)
-    }
-
     /// `GET /v1/sprites/{name}/fs/read?path=&workingDir=`: the raw bytes.
     pub(crate) async fn read_file(
         &self,
@@ -279,7 +236,7 @@ impl SpritesClient {
         let action = format!("reading {path} in sprite \"{name}\"");
         let url = self.sprite_url(name, "/fs/read");
         let response = self
-            .send_idempotent(&action, || {
+            .send(&action, Repeat::Idempotent, || {
                 self.http
                     .get(&url)
                     .query(&[("path", path), ("workingDir", working_dir)])
@@ -301,6 +258,8 @@ impl SpritesClient {
     ///
     /// Both directory flags are sent: the docs name `mkdir`, the official SDKs
     /// send `mkdirParents`, and a server ignores the one it does not know.
+    /// Retried like a `GET`: it replaces the whole file, so sending it again
+    /// leaves the same result.
     pub(crate) async fn write_file(
         &self,
         name: &str,
@@ -309,19 +268,23 @@ impl SpritesClient {
         contents: Vec<u8>,
     ) -> Result<(), SpritesError> {
         let action = format!("writing {path} in sprite \"{name}\"");
-        let request = self
-            .http
-            .put(self.sprite_url(name, "/fs/write"))
-            .query(&[
-                ("path", path),
-                ("workingDir", working_dir),
-                ("mkdir", "true"),
-                ("mkdirParents", "true"),
-            ])
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .timeout(REQUEST_TIMEOUT)
-            .body(contents);
-        let response = self.send_once(&action, request).await?;
+        let url = self.sprite_url(name, "/fs/write");
+        let contents = Bytes::from(contents);
+        let response = self
+            .send(&action, Repeat::Idempotent, || {
+                self.http
+                    .put(&url)
+                    .query(&[
+                        ("path", path),
+                        ("workingDir", working_dir),
+                        ("mkdir", "true"),
+                        ("mkdirParents", "true"),
+                    ])
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .timeout(REQUEST_TIMEOUT)
+                    .body(contents.clone())
+            })
+            .await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Err(self.not_found(name, path, &action, response).await);
         }
@@ -335,12 +298,13 @@ impl SpritesClient {
         comment: &str,
     ) -> Result<CheckpointCreated, SpritesError> {
         let action = format!("checkpointing sprite \"{name}\"");
-        let request = self
-            .http
-            .post(self.sprite_url(name, "/checkpoint"))
-            .timeout(REQUEST_TIMEOUT)
-            .json(&json!({ "comment": comment }));
-        let response = self.send_once(&action, request).await?;
+        let url = self.sprite_url(name, "/checkpoint");
+        let body = json!({ "comment": comment });
+        let response = self
+            .send(&action, Repeat::Once, || {
+                self.http.post(&url).timeout(REQUEST_TIMEOUT).json(&body)
+            })
+            .await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Err(SpritesError::SpriteNotFound {
                 name: name.to_string(),
@@ -365,49 +329,73 @@ impl SpritesClient {
         format!("{}/v1/sprites/{name}{suffix}", self.base_url)
     }
 
-    /// Sends a request that is safe to repeat, retrying 5xx, 429 and refused
-    /// connections within the policy's bounds. Returns the last response,
-    /// whatever its status; the caller maps errors.
-    async fn send_idempotent(
+    /// Sends a request, repeating it within the policy's bounds: any request
+    /// the sprite refused with 503 "Process not ready" (nothing ran), and an
+    /// idempotent one on other 5xx, 429 and refused connections. Returns the
+    /// last response, whatever its status, for the caller to map; a "not
+    /// ready" that outlasts the bound is [`SpritesError::NotReady`].
+    async fn send(
         &self,
         action: &str,
+        repeat: Repeat,
         build: impl Fn() -> RequestBuilder,
     ) -> Result<Response, SpritesError> {
-        let mut attempt = 0u32;
+        let mut transient = 0u32;
+        let mut starting = 0u32;
         loop {
-            match build().bearer_auth(&self.token.0).send().await {
-                Ok(response) => {
-                    match self
-                        .retry
-                        .decide(attempt, response.status(), response.headers())
-                    {
-                        RetryDecision::Stop => return Ok(response),
-                        RetryDecision::RetryAfter(wait) => {
-                            drop(response);
-                            tokio::time::sleep(wait).await;
-                        }
-                    }
-                }
-                Err(err) if err.is_connect() && attempt < self.retry.max_retries => {
-                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+            let response = match build().bearer_auth(&self.token.0).send().await {
+                Ok(response) => response,
+                Err(err)
+                    if err.is_connect()
+                        && repeat == Repeat::Idempotent
+                        && transient < self.retry.max_retries =>
+                {
+                    tokio::time::sleep(self.retry.backoff(transient)).await;
+                    transient += 1;
+                    continue;
                 }
                 Err(err) => return Err(self.send_error(action, &err)),
+            };
+            let status = response.status();
+            if status != StatusCode::SERVICE_UNAVAILABLE {
+                if repeat == Repeat::Once {
+                    return Ok(response);
+                }
+                match self.retry.decide(transient, status, response.headers()) {
+                    RetryDecision::Stop => return Ok(response),
+                    RetryDecision::RetryAfter(wait) => {
+                        drop(response);
+                        tokio::time::sleep(wait).await;
+                        transient += 1;
+                        continue;
+                    }
+                }
             }
-            attempt += 1;
+            // A 503: the body says whether the supervisor is still starting.
+            let headers = response.headers().clone();
+            let text = response.text().await.unwrap_or_default();
+            if says_not_ready(&text) {
+                if starting < self.retry.not_ready_retries {
+                    tokio::time::sleep(self.retry.backoff(starting)).await;
+                    starting += 1;
+                    continue;
+                }
+                return Err(SpritesError::NotReady {
+                    action: action.to_string(),
+                    attempts: starting + 1,
+                    waited_s: total_backoff(&self.retry, starting).as_secs(),
+                });
+            }
+            if repeat == Repeat::Idempotent
+                && let RetryDecision::RetryAfter(wait) =
+                    self.retry.decide(transient, status, &headers)
+            {
+                tokio::time::sleep(wait).await;
+                transient += 1;
+                continue;
+            }
+            return Err(status_error(action, status, &headers, &text));
         }
-    }
-
-    /// Sends a request exactly once.
-    async fn send_once(
-        &self,
-        action: &str,
-        request: RequestBuilder,
-    ) -> Result<Response, SpritesError> {
-        request
-            .bearer_auth(&self.token.0)
-            .send()
-            .await
-            .map_err(|err| self.send_error(action, &err))
     }
 
     fn send_error(&self, action: &str, err: &reqwest::Error) -> SpritesError {
@@ -428,33 +416,9 @@ impl SpritesClient {
         if status.is_success() {
             return Ok(response);
         }
-        let header_wait = retry_after(response.headers());
+        let headers = response.headers().clone();
         let text = response.text().await.unwrap_or_default();
-        let body: Option<Value> = serde_json::from_str(&text).ok();
-        let message = error_message(body.as_ref(), &text);
-        let action = action.to_string();
-        Err(match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => SpritesError::Auth {
-                status: status.as_u16(),
-                action,
-                message,
-            },
-            StatusCode::TOO_MANY_REQUESTS => SpritesError::RateLimited {
-                action,
-                message,
-                retry_after: header_wait.or_else(|| {
-                    body.as_ref()
-                        .and_then(|b| b.get("retry_after_seconds"))
-                        .and_then(Value::as_u64)
-                        .map(Duration::from_secs)
-                }),
-            },
-            _ => SpritesError::Api {
-                status: status.as_u16(),
-                action,
-                message,
-            },
-        })
+        Err(status_error(action, status, &headers, &text))
     }
 
     /// A 404 from the fs API: a missing file (`ENOENT`), or a missing sprite.
@@ -489,6 +453,35 @@ impl SpritesClient {
                 path: path.to_string(),
             }
         }
+    }
+}
+
+/// The error for a non-success `status` whose body was `text`.
+fn status_error(action: &str, status: StatusCode, headers: &HeaderMap, text: &str) -> SpritesError {
+    let body: Option<Value> = serde_json::from_str(text).ok();
+    let message = error_message(body.as_ref(), text);
+    let action = action.to_string();
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => SpritesError::Auth {
+            status: status.as_u16(),
+            action,
+            message,
+        },
+        StatusCode::TOO_MANY_REQUESTS => SpritesError::RateLimited {
+            action,
+            message,
+            retry_after: retry_after(headers).or_else(|| {
+                body.as_ref()
+                    .and_then(|b| b.get("retry_after_seconds"))
+                    .and_then(Value::as_u64)
+                    .map(Duration::from_secs)
+            }),
+        },
+        _ => SpritesError::Api {
+            status: status.as_u16(),
+            action,
+            message,
+        },
     }
 }
 

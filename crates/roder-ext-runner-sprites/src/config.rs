@@ -7,6 +7,7 @@
 //! silently fell back to the default would delete a sprite the user meant to
 //! keep.
 
+use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use serde_json::{Map, Value, json};
 
 use crate::error::SpritesError;
@@ -22,6 +23,7 @@ const KNOWN_KEYS: &[&str] = &[
     "cleanup",
     "working_dir",
     "base_url",
+    WORKSPACE_CONFIG_KEY,
 ];
 
 /// Longest sprite name accepted. Sprite URLs are `https://<name>-<org>.sprites.app`,
@@ -70,7 +72,11 @@ pub struct SpritesConfig {
     /// `sprite_name` names one, so adopting an existing sprite never deletes
     /// it unless the config asks for that explicitly.
     pub cleanup: Cleanup,
-    /// Absolute path in the sprite; relative paths resolve against it.
+    /// The workspace root: absolute, in the sprite. Files resolve and
+    /// commands run here. It is the thread's bound workspace (config key
+    /// `workspace`, written by the runtime) when there is one, else
+    /// `working_dir`, else [`DEFAULT_WORKING_DIR`]; a `working_dir` that
+    /// differs from the bound workspace is refused.
     pub working_dir: String,
     /// API base URL without a trailing slash.
     pub base_url: String,
@@ -120,9 +126,20 @@ impl SpritesConfig {
             None if sprite_name.is_some() => Cleanup::Keep,
             None => Cleanup::DeleteOnClose,
         };
-        let working_dir = match string_field(map, "working_dir")? {
-            Some(dir) => normalize_working_dir(&dir)?,
-            None => DEFAULT_WORKING_DIR.to_string(),
+        let configured = string_field(map, "working_dir")?
+            .map(|dir| normalize_working_dir("working_dir", &dir))
+            .transpose()?;
+        let bound = string_field(map, WORKSPACE_CONFIG_KEY)?
+            .map(|dir| normalize_working_dir(WORKSPACE_CONFIG_KEY, &dir))
+            .transpose()?;
+        let working_dir = match (bound, configured) {
+            (Some(bound), Some(configured)) if bound != configured => {
+                return Err(SpritesError::Config(format!(
+                    "working_dir \"{configured}\" is not the workspace the thread is bound at (\"{bound}\"); the sprite must resolve files and run commands in that one root, so set working_dir to \"{bound}\" or leave it out"
+                )));
+            }
+            (Some(root), _) | (None, Some(root)) => root,
+            (None, None) => DEFAULT_WORKING_DIR.to_string(),
         };
         let base_url = match string_field(map, "base_url")? {
             Some(url) => normalize_base_url(&url)?,
@@ -175,7 +192,7 @@ impl PersistedSession {
         let name = string_field(map, "name")?.unwrap_or_else(|| session_id.to_string());
         validate_sprite_name(&name)?;
         let working_dir = match string_field(map, "working_dir")? {
-            Some(dir) => normalize_working_dir(&dir)?,
+            Some(dir) => normalize_working_dir("working_dir", &dir)?,
             None => DEFAULT_WORKING_DIR.to_string(),
         };
         let base_url = normalize_base_url(
@@ -252,19 +269,27 @@ fn normalize_prefix(prefix: &str) -> Result<String, SpritesError> {
     Ok(normalized)
 }
 
-fn normalize_working_dir(dir: &str) -> Result<String, SpritesError> {
+/// An absolute path without `..` or NUL, without its trailing `/`.
+fn normalize_working_dir(key: &str, dir: &str) -> Result<String, SpritesError> {
     if !dir.starts_with('/') {
         return Err(SpritesError::Config(format!(
-            "working_dir \"{dir}\" must be an absolute path in the sprite (e.g. {DEFAULT_WORKING_DIR})"
+            "{key} \"{dir}\" must be an absolute path in the sprite (e.g. {DEFAULT_WORKING_DIR})"
         )));
     }
     if dir.contains('\0') || dir.split('/').any(|part| part == "..") {
         return Err(SpritesError::Config(format!(
-            "working_dir \"{dir}\" must not contain '..' or NUL"
+            "{key} \"{dir}\" must not contain '..' or NUL"
         )));
     }
-    let trimmed = dir.trim_end_matches('/');
-    Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_string())
+    let mut normalized = String::with_capacity(dir.len());
+    for part in dir.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        normalized.push('/');
+        normalized.push_str(part);
+    }
+    if normalized.is_empty() {
+        normalized.push('/');
+    }
+    Ok(normalized)
 }
 
 fn normalize_base_url(url: &str) -> Result<String, SpritesError> {
@@ -324,6 +349,31 @@ mod tests {
         assert_eq!(parsed.cleanup, Cleanup::DeleteOnClose);
         assert_eq!(parsed.working_dir, "/srv/app");
         assert_eq!(parsed.base_url, "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn the_bound_workspace_is_the_root() {
+        let bound = parse(json!({ "workspace": "/srv/app" })).unwrap();
+        assert_eq!(bound.working_dir, "/srv/app");
+        let same = parse(json!({ "workspace": "/srv/app/", "working_dir": "/srv//app" })).unwrap();
+        assert_eq!(same.working_dir, "/srv/app");
+        let err = parse(json!({ "workspace": "/srv/app", "working_dir": "/home/sprite/w" }))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("working_dir \"/home/sprite/w\" is not the workspace the thread is bound at (\"/srv/app\")"),
+            "{err}"
+        );
+        assert!(err.contains("set working_dir to \"/srv/app\""), "{err}");
+        let err = parse(json!({ "workspace": "relative" }))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("workspace \"relative\" must be an absolute path"),
+            "{err}"
+        );
+        let err = parse(json!({ "workspace": 3 })).unwrap_err().to_string();
+        assert!(err.contains("workspace must be a string"), "{err}");
     }
 
     #[test]

@@ -57,6 +57,25 @@ pub enum SpritesError {
         detail: String,
     },
 
+    /// 503 "Process not ready" on every attempt: the sprite's process
+    /// supervisor did not come up within `RetryPolicy::not_ready_retries`.
+    #[error(
+        "the sprite was still starting (HTTP 503 \"Process not ready\") while {action}, on all {attempts} attempts over about {waited_s} s; a new or waking sprite is normally ready within seconds, so retry later (or raise RetryPolicy::not_ready_retries)"
+    )]
+    NotReady {
+        action: String,
+        attempts: u32,
+        waited_s: u64,
+    },
+
+    /// 409 (or a 400 saying so) on create: a sprite with this name exists.
+    #[error("a sprite named \"{name}\" already exists (HTTP {status}): {message}")]
+    NameTaken {
+        name: String,
+        status: u16,
+        message: String,
+    },
+
     /// Any other non-success status.
     #[error("Sprites API returned HTTP {status} while {action}: {message}")]
     Api {
@@ -120,5 +139,16 @@ mod tests {
             retry_after: None,
         };
         assert!(limited.to_string().contains("retry later"), "{limited}");
+        let starting = SpritesError::NotReady {
+            action: "running a command in sprite \"a\"".into(),
+            attempts: 9,
+            waited_s: 21,
+        };
+        let text = starting.to_string();
+        assert!(
+            text.contains("Process not ready") && text.contains("9 attempts"),
+            "{text}"
+        );
+        assert!(text.contains("not_ready_retries"), "{text}");
     }
 }

@@ -1,39 +1,40 @@
-//! Running one command in a sprite: deadline, cancellation and clean-up.
+//! Running one command in a sprite: environment, deadline and cancellation.
 //!
-//! HTTP exec is one request that streams until the command exits, so a
-//! deadline or a cancellation aborts the request on the client. The command
-//! may keep running in the sprite after that (the server's behaviour on a
-//! dropped HTTP exec is not documented), so the runner then looks for the
-//! command in the sprite's exec sessions and asks the server to kill it. It
-//! kills only a session it can identify unambiguously (same argv, same
-//! working directory, still active): killing the wrong process would be
-//! worse than leaving one to finish.
+//! HTTP exec is one request that streams until the command exits. The live
+//! server (superfly/sprites-go `server/api/exec_http.go`) SIGKILLs the
+//! command's process group when that request ends, so a deadline or a
+//! cancellation is carried out by aborting the request: dropping the exec
+//! future closes its connection (HTTP/1.1) or resets its stream (HTTP/2).
+//! HTTP execs are not exec *sessions* (`GET /exec` lists tmux sessions only),
+//! so there is nothing to look up and kill afterwards.
+//!
+//! Without an `env` parameter the server gives the command an **empty**
+//! environment, so every exec sends the one it means: the caller's
+//! variables plus `PATH` and `HOME` unless the caller set them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roder_api::remote_runner::{RunnerCommandRequest, RunnerCommandResult};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::client::{ExecCall, ExecSessionInfo, KillOutcome, SpritesClient};
+use crate::client::{ExecCall, Repeat, SpritesClient};
 use crate::error::SpritesError;
 use crate::exec_frames::{ExecCollector, push_note};
 use crate::paths::resolve;
 
-/// `PATH` added when the caller sets an environment without one: setting
-/// `env` on an exec replaces the sprite's default environment, and without
-/// `PATH` nothing but absolute programs would run.
+/// `PATH` sent unless the caller sets one: without `env` the server runs the
+/// command with no environment at all, and without `PATH` nothing but
+/// absolute programs would run, in the command or anything it starts.
 pub(crate) const DEFAULT_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-/// `HOME` added for the same reason (the sprite's user is `sprite`).
+/// `HOME` sent unless the caller sets one (the sprite's user is `sprite`).
 pub(crate) const DEFAULT_HOME: &str = "/home/sprite";
 
-/// How long the remote kill (lookup plus kill stream) may take in total.
-const KILL_BUDGET: Duration = Duration::from_secs(15);
-/// Grace the server gives the process between TERM and KILL.
-const KILL_GRACE: Duration = Duration::from_secs(5);
+/// What happened to a command whose request was aborted, for stderr. The
+/// kill is the server's doing and is not confirmed back to the client.
+const ABORTED: &str = "the exec request was aborted, and the Sprites server SIGKILLs the command's process group when its request ends";
 
 /// Commands in flight on one session, so `cancel_command` can reach them.
 #[derive(Debug, Default)]
@@ -122,13 +123,13 @@ pub(crate) async fn run(
     let call = ExecCall {
         argv,
         dir,
-        env: with_default_env(&request.env),
+        env: environment(&request.env),
     };
 
     let (_registration, cancelled) = registry.register(&request.command_id)?;
     let mut collector = ExecCollector::default();
     let stop = {
-        let exec = client.exec(name, &call, &mut collector);
+        let exec = client.exec(name, &call, Repeat::Once, &mut collector);
         let cancelled = async {
             // A dropped sender (registry cleared by a newer command) is not a cancel.
             if cancelled.await.is_err() {
@@ -161,15 +162,13 @@ pub(crate) async fn run(
         }
         Stop::Cancelled => {
             output.exit_code = None;
-            let kill = kill_remote(client, name, &call).await;
-            push_note(&mut output.stderr, &format!("command cancelled; {kill}"));
+            push_note(&mut output.stderr, &format!("command cancelled; {ABORTED}"));
         }
         Stop::TimedOut(ms) => {
             output.exit_code = None;
-            let kill = kill_remote(client, name, &call).await;
             push_note(
                 &mut output.stderr,
-                &format!("command timed out after {ms} ms; {kill}"),
+                &format!("command timed out after {ms} ms; {ABORTED}"),
             );
         }
     }
@@ -181,12 +180,11 @@ pub(crate) async fn run(
     })
 }
 
-/// The caller's environment plus `PATH`/`HOME` when it sets some but not those.
-fn with_default_env(env: &[(String, String)]) -> Vec<(String, String)> {
+/// The environment an exec sends: the caller's variables, plus `PATH` and
+/// `HOME` unless it set them. Always non-empty, because the server gives a
+/// command without `env` parameters no environment at all.
+pub(crate) fn environment(env: &[(String, String)]) -> Vec<(String, String)> {
     let mut full = env.to_vec();
-    if env.is_empty() {
-        return full;
-    }
     for (key, value) in [("PATH", DEFAULT_PATH), ("HOME", DEFAULT_HOME)] {
         if !env.iter().any(|(k, _)| k == key) {
             full.push((key.to_string(), value.to_string()));
@@ -195,151 +193,27 @@ fn with_default_env(env: &[(String, String)]) -> Vec<(String, String)> {
     full
 }
 
-/// Best-effort kill of an abandoned command; says what happened, for stderr.
-async fn kill_remote(client: &SpritesClient, name: &str, call: &ExecCall) -> String {
-    let attempt = async {
-        let sessions = client.exec_sessions(name).await?;
-        let id = match find_session(&sessions, &call.argv, &call.dir) {
-            SessionMatch::One(id) => id,
-            SessionMatch::None => {
-                return Ok(
-                    "the request was aborted; no running exec session matched the command, so it has exited or may still be running in the sprite".to_string(),
-                );
-            }
-            SessionMatch::Many(n) => {
-                return Ok(format!(
-                    "the request was aborted; {n} running exec sessions match the command, so none was killed and it may still be running in the sprite"
-                ));
-            }
-        };
-        Ok::<_, SpritesError>(
-            match client.kill_exec_session(name, &id, KILL_GRACE).await? {
-                KillOutcome::Killed => {
-                    format!("the request was aborted and exec session {id} was killed (TERM)")
-                }
-                KillOutcome::AlreadyExited => {
-                    format!("the request was aborted; exec session {id} had already exited")
-                }
-                KillOutcome::Failed(why) => {
-                    format!("the request was aborted, but killing exec session {id} failed: {why}")
-                }
-            },
-        )
-    };
-    match tokio::time::timeout(KILL_BUDGET, attempt).await {
-        Ok(Ok(note)) => note,
-        Ok(Err(err)) => {
-            format!("the request was aborted, but the remote process could not be killed: {err}")
-        }
-        Err(_) => format!(
-            "the request was aborted, but killing the remote process took longer than {} s",
-            KILL_BUDGET.as_secs()
-        ),
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum SessionMatch {
-    One(String),
-    None,
-    Many(usize),
-}
-
-/// The one active session running exactly `argv` in `dir`, if there is one.
-/// `command` may be a string (argv joined by spaces) or an array.
-fn find_session(sessions: &[ExecSessionInfo], argv: &[String], dir: &str) -> SessionMatch {
-    let joined = argv.join(" ");
-    let matches: Vec<String> = sessions
-        .iter()
-        .filter(|s| s.is_active != Some(false))
-        .filter(|s| match &s.command {
-            Value::String(command) => command.trim() == joined,
-            Value::Array(parts) => {
-                parts.len() == argv.len()
-                    && parts
-                        .iter()
-                        .zip(argv)
-                        .all(|(p, a)| p.as_str() == Some(a.as_str()))
-            }
-            _ => false,
-        })
-        .filter(|s| {
-            s.workdir
-                .as_deref()
-                .is_none_or(|w| w.trim_end_matches('/') == dir.trim_end_matches('/'))
-        })
-        .map(|s| match &s.id {
-            Value::String(id) => id.clone(),
-            other => other.to_string(),
-        })
-        .collect();
-    match matches.len() {
-        0 => SessionMatch::None,
-        1 => matches
-            .into_iter()
-            .next()
-            .map_or(SessionMatch::None, SessionMatch::One),
-        n => SessionMatch::Many(n),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn session(value: Value) -> ExecSessionInfo {
-        serde_json::from_value(value).unwrap()
-    }
-
-    fn argv(parts: &[&str]) -> Vec<String> {
-        parts.iter().map(|s| s.to_string()).collect()
-    }
 
     #[test]
-    fn finds_the_single_active_session_running_the_command() {
-        let sessions = vec![
-            session(json!({"id": 10, "command": "sleep 60", "workdir": "/w", "is_active": false})),
-            session(json!({"id": 11, "command": "sleep 60", "workdir": "/w", "is_active": true})),
-            session(
-                json!({"id": 12, "command": "sleep 60", "workdir": "/other", "is_active": true}),
-            ),
-            session(json!({"id": "13", "command": "bash", "workdir": "/w"})),
-        ];
+    fn the_environment_always_holds_path_and_home() {
+        let bare = environment(&[]);
         assert_eq!(
-            find_session(&sessions, &argv(&["sleep", "60"]), "/w"),
-            SessionMatch::One("11".into())
+            bare,
+            vec![
+                ("PATH".to_string(), DEFAULT_PATH.to_string()),
+                ("HOME".to_string(), DEFAULT_HOME.to_string()),
+            ]
         );
-        assert_eq!(
-            find_session(&sessions, &argv(&["bash"]), "/w/"),
-            SessionMatch::One("13".into())
-        );
-        assert_eq!(
-            find_session(&sessions, &argv(&["sleep", "5"]), "/w"),
-            SessionMatch::None
-        );
-    }
-
-    #[test]
-    fn ambiguous_matches_kill_nothing() {
-        let sessions = vec![
-            session(json!({"id": 1, "command": ["sleep", "60"]})),
-            session(json!({"id": 2, "command": ["sleep", "60"]})),
-        ];
-        assert_eq!(
-            find_session(&sessions, &argv(&["sleep", "60"]), "/w"),
-            SessionMatch::Many(2)
-        );
-    }
-
-    #[test]
-    fn a_custom_environment_keeps_path_and_home() {
-        assert!(with_default_env(&[]).is_empty());
-        let env = with_default_env(&[("FOO".into(), "1".into())]);
+        let env = environment(&[("FOO".into(), "1".into())]);
+        assert!(env.contains(&("FOO".into(), "1".into())));
         assert!(env.contains(&("PATH".into(), DEFAULT_PATH.into())));
         assert!(env.contains(&("HOME".into(), DEFAULT_HOME.into())));
-        let env = with_default_env(&[("PATH".into(), "/opt/bin".into())]);
+        let env = environment(&[("PATH".into(), "/opt/bin".into())]);
         assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);
+        assert!(env.contains(&("PATH".into(), "/opt/bin".into())));
     }
 
     #[test]

@@ -14,9 +14,10 @@ use roder_api::remote_runner::{
     RunnerDestination, RunnerMountCapabilities, RunnerSessionState,
 };
 
-use crate::client::{ApiToken, ExecCall, SpritesClient};
-use crate::config::{Cleanup, PersistedSession, SpritesConfig};
+use crate::client::{ApiToken, ExecCall, Repeat, SpritesClient};
+use crate::config::{Cleanup, DEFAULT_WORKING_DIR, PersistedSession, SpritesConfig};
 use crate::error::SpritesError;
+use crate::exec::environment;
 use crate::exec_frames::ExecCollector;
 use crate::retry::RetryPolicy;
 use crate::session::SpritesSession;
@@ -24,6 +25,8 @@ use crate::{API_URL_ENV, DEFAULT_API_URL, PROVIDER_ID, TOKEN_ENV};
 
 /// Connecting must not hang a session start when the API is unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Generated names tried before giving up when each one is taken (409).
+const NAME_ATTEMPTS: usize = 3;
 
 /// Where the API token comes from.
 #[derive(Clone, Default)]
@@ -205,12 +208,16 @@ impl RemoteRunnerProvider for SpritesRunnerProvider {
         }
     }
 
-    /// `None`: the workspace is the destination's `working_dir`, which the
-    /// runtime reads from the config.
+    /// [`DEFAULT_WORKING_DIR`], the root a destination without
+    /// `working_dir` works in. The runtime binds threads there and passes the
+    /// bound workspace back in the config (`workspace`).
     fn default_workspace(&self) -> Option<String> {
-        None
+        Some(DEFAULT_WORKING_DIR.to_string())
     }
 
+    /// Checks the config, including that its `working_dir`, if set, is the
+    /// workspace the thread is bound at (`workspace`), and that a token is
+    /// set. Sends no request.
     async fn validate_destination(&self, destination: &RunnerDestination) -> anyhow::Result<()> {
         self.parse_destination(destination)?;
         self.token()?;
@@ -229,19 +236,33 @@ impl RemoteRunnerProvider for SpritesRunnerProvider {
         let (name, created) = match &config.sprite_name {
             Some(name) => match client.get_sprite(name).await? {
                 Some(_) => (name.clone(), false),
-                None => (client.create_sprite(name).await?.name, true),
+                None => match client.create_sprite(name).await {
+                    Ok(sprite) => (sprite.name, true),
+                    // Someone made it between the lookup and the create: adopt it.
+                    Err(SpritesError::NameTaken { .. }) => (name.clone(), false),
+                    Err(err) => return Err(err.into()),
+                },
             },
-            None => {
-                let name = config.generate_name();
-                (client.create_sprite(&name).await?.name, true)
-            }
+            None => (create_generated(&client, &config).await?, true),
         };
         if let Err(err) = make_working_dir(&client, &name, &config.working_dir).await {
             if created && config.cleanup == Cleanup::DeleteOnClose {
                 // Best effort: the original error matters more than a failed clean-up.
-                let _ = client.delete_sprite(&name).await;
+                let deleted = client.delete_sprite(&name).await.is_ok();
+                return Err(err.context(format!(
+                    "sprite \"{name}\" was created but its working_dir {} could not be made, so it was {}",
+                    config.working_dir,
+                    if deleted {
+                        "deleted again"
+                    } else {
+                        "to be deleted, but deleting it failed too"
+                    }
+                )));
             }
-            return Err(err);
+            return Err(err.context(format!(
+                "could not make working_dir {} in sprite \"{name}\"",
+                config.working_dir
+            )));
         }
         let persisted = PersistedSession {
             name,
@@ -273,10 +294,32 @@ impl RemoteRunnerProvider for SpritesRunnerProvider {
     }
 }
 
-/// `mkdir -p` the working directory. It runs from `/` (the directory may not
-/// exist yet) with the path made relative to `/`: the same directory on a
-/// sprite, and inside the sprite's directory on a fake server that runs
-/// commands on its host.
+/// Creates a sprite under a generated name, drawing a new name when one is
+/// taken (409), at most [`NAME_ATTEMPTS`] times.
+async fn create_generated(
+    client: &SpritesClient,
+    config: &SpritesConfig,
+) -> anyhow::Result<String> {
+    let mut last = None;
+    for _ in 0..NAME_ATTEMPTS {
+        match client.create_sprite(&config.generate_name()).await {
+            Ok(sprite) => return Ok(sprite.name),
+            Err(err @ SpritesError::NameTaken { .. }) => last = Some(err),
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let last = last.map_or_else(String::new, |err| format!(" (last: {err})"));
+    anyhow::bail!(
+        "{NAME_ATTEMPTS} generated sprite names with prefix \"{}\" were all taken{last}; set another sprite_name_prefix",
+        config.sprite_name_prefix
+    )
+}
+
+/// `mkdir -p` the working directory: the first exec after a create. It runs
+/// from `/` (the directory may not exist yet) with the path made relative to
+/// `/`: the same directory on a sprite, and inside the sprite's directory on
+/// a fake server that runs commands on its host. Being idempotent, it is
+/// retried on 5xx as well as while the new sprite is "not ready".
 async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyhow::Result<()> {
     let relative = dir.trim_start_matches('/');
     if relative.is_empty() {
@@ -285,14 +328,16 @@ async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyh
     let call = ExecCall {
         argv: vec!["mkdir".into(), "-p".into(), "--".into(), relative.into()],
         dir: "/".into(),
-        env: Vec::new(),
+        env: environment(&[]),
     };
     let mut collector = ExecCollector::default();
-    client.exec(name, &call, &mut collector).await?;
+    client
+        .exec(name, &call, Repeat::Idempotent, &mut collector)
+        .await?;
     let output = collector.take_output();
     if output.exit_code != Some(0) {
         anyhow::bail!(
-            "could not create working_dir {dir} in sprite \"{name}\" (exit code {}): {}",
+            "mkdir -p {dir} in sprite \"{name}\" exited with code {}: {}",
             output
                 .exit_code
                 .map_or_else(|| "unknown".to_string(), |c| c.to_string()),
@@ -331,6 +376,11 @@ mod tests {
         assert!(caps.command_exec && caps.file_read && caps.file_write);
         assert!(caps.snapshots && caps.cancellation && caps.port_preview && caps.detachable);
         assert!(!caps.pausable && !caps.artifact_export);
-        assert_eq!(SpritesRunnerProvider::default().default_workspace(), None);
+        assert_eq!(
+            SpritesRunnerProvider::default()
+                .default_workspace()
+                .as_deref(),
+            Some(DEFAULT_WORKING_DIR)
+        );
     }
 }

@@ -1,19 +1,32 @@
 //! When and how long to wait before repeating a request.
 //!
-//! Only requests that are safe to repeat are retried: `GET`s and `DELETE`s.
-//! Exec, file writes, sprite creation and checkpoints are sent once, because
-//! a repeat could run a command twice or create a second sprite.
+//! Requests that are safe to repeat (`GET`s, `DELETE`, `fs/write`, which
+//! replaces the whole file, and the `mkdir -p` that is the first exec after
+//! a create) are retried on 5xx, 429 and refused connections. Any request is
+//! repeated when the sprite's process supervisor refused it with 503
+//! "Process not ready": the live server answers that from a middleware in
+//! front of `/exec` while the supervisor starts (right after a create, or a
+//! cold wake), before anything ran. Other execs, sprite creation and
+//! checkpoints are otherwise sent once, because a repeat could run a
+//! command twice or create a second sprite.
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
-/// Bounds for retrying idempotent requests on 5xx, 429 and refused connections.
+/// Bounds for retrying requests: idempotent ones on 5xx, 429 and refused
+/// connections, any one on 503 "Process not ready".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Retries after the first attempt (0 disables retrying).
+    /// Retries of an idempotent request after the first attempt on 5xx, 429
+    /// or a refused connection (0 disables them).
     pub max_retries: u32,
+    /// Retries of any request the sprite refused with 503 "Process not
+    /// ready" because its process supervisor is still starting. Counted
+    /// apart from `max_retries`; the default (8, with the default backoff
+    /// about 21 s in all) covers a new sprite's start-up.
+    pub not_ready_retries: u32,
     /// Wait before the first retry when the server gives no `Retry-After`;
     /// doubled on each further retry.
     pub initial_backoff: Duration,
@@ -28,6 +41,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_retries: 3,
+            not_ready_retries: 8,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(5),
             max_retry_after: Duration::from_secs(30),
@@ -70,6 +84,20 @@ impl RetryPolicy {
             None => RetryDecision::RetryAfter(self.backoff(attempt)),
         }
     }
+}
+
+/// Whether an error body says the sprite's process supervisor is still
+/// starting. The live middleware writes "Process not ready" (as plain text;
+/// a JSON `{"error": …}` holding it counts too).
+pub(crate) fn says_not_ready(body: &str) -> bool {
+    body.to_ascii_lowercase().contains("not ready")
+}
+
+/// Total wait of `retries` backoffs, for messages.
+pub(crate) fn total_backoff(policy: &RetryPolicy, retries: u32) -> Duration {
+    (0..retries).fold(Duration::ZERO, |sum, attempt| {
+        sum.saturating_add(policy.backoff(attempt))
+    })
 }
 
 /// `Retry-After` in seconds. The HTTP-date form is not understood and yields
@@ -126,6 +154,19 @@ mod tests {
         ] {
             assert_eq!(policy.decide(0, status, &none), RetryDecision::Stop);
         }
+    }
+
+    #[test]
+    fn recognises_the_not_ready_answer() {
+        assert!(says_not_ready("Process not ready\n"));
+        assert!(says_not_ready(r#"{"error":"process NOT READY"}"#));
+        assert!(!says_not_ready("upstream connect error"));
+        let policy = RetryPolicy::default();
+        assert_eq!(total_backoff(&policy, 0), Duration::ZERO);
+        assert_eq!(
+            total_backoff(&policy, policy.not_ready_retries),
+            Duration::from_millis(21_200)
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ const WORKSPACE: &str = "/home/sprite/workspace";
 fn instant_retry() -> RetryPolicy {
     RetryPolicy {
         max_retries: 3,
+        not_ready_retries: 8,
         initial_backoff: Duration::ZERO,
         max_backoff: Duration::ZERO,
         max_retry_after: Duration::from_secs(30),
@@ -395,14 +396,15 @@ async fn exec_is_never_retried() {
 }
 
 #[tokio::test]
-async fn a_timeout_returns_no_exit_code_and_kills_the_process() {
+async fn a_timeout_returns_no_exit_code_and_aborting_kills_the_process_group() {
     let fake = FakeSpritesServer::start().await.unwrap();
     let session = provider(&fake)
         .create_session(destination(json!({})))
         .await
         .unwrap();
     let name = session.state().session_id;
-    let mut slow = command("slow", "sh", &["-c", "echo started; exec sleep 60"]);
+    // `sleep` is a child of `sh`: only a group kill ends both.
+    let mut slow = command("slow", "sh", &["-c", "echo started; sleep 60; echo never"]);
     slow.timeout_ms = Some(2_000);
     let result = session.run_command(slow).await.unwrap();
     assert_eq!(result.exit_code, None);
@@ -415,13 +417,27 @@ async fn a_timeout_returns_no_exit_code_and_kills_the_process() {
         "{}",
         result.stderr
     );
-    assert!(result.stderr.contains("was killed"), "{}", result.stderr);
-    assert_eq!(fake.count(FakeRoute::KillExec), 1);
-    assert_eq!(fake.active_exec_sessions(&name), 0);
+    assert!(
+        result
+            .stderr
+            .contains("the exec request was aborted, and the Sprites server SIGKILLs the command's process group"),
+        "{}",
+        result.stderr
+    );
+    assert!(
+        !result.stderr.contains("may still be running"),
+        "{}",
+        result.stderr
+    );
+    fake.wait_for_no_active_exec(&name, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(fake.count(FakeRoute::ExecSessions), 0, "nothing to look up");
+    assert_eq!(fake.count(FakeRoute::KillExec), 0, "nothing to kill by id");
 }
 
 #[tokio::test]
-async fn cancel_command_aborts_the_command_in_flight() {
+async fn cancel_command_aborts_the_request_and_the_process_group_dies() {
     let fake = FakeSpritesServer::start().await.unwrap();
     let session = provider(&fake)
         .create_session(destination(json!({})))
@@ -437,7 +453,11 @@ async fn cancel_command_aborts_the_command_in_flight() {
 
     let running = {
         let session = Arc::clone(&session);
-        tokio::spawn(async move { session.run_command(command("long", "sleep", &["60"])).await })
+        tokio::spawn(async move {
+            session
+                .run_command(command("long", "sh", &["-c", "sleep 60; echo never"]))
+                .await
+        })
     };
     fake.wait_for_active_exec(&name, Duration::from_secs(10))
         .await
@@ -450,12 +470,49 @@ async fn cancel_command_aborts_the_command_in_flight() {
         .unwrap();
     assert_eq!(result.exit_code, None);
     assert!(
-        result.stderr.contains("command cancelled"),
+        result
+            .stderr
+            .contains("command cancelled; the exec request was aborted"),
         "{}",
         result.stderr
     );
-    assert_eq!(fake.count(FakeRoute::KillExec), 1);
-    assert_eq!(fake.active_exec_sessions(&name), 0);
+    assert!(
+        !result.stderr.contains("may still be running"),
+        "{}",
+        result.stderr
+    );
+    fake.wait_for_no_active_exec(&name, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(fake.count(FakeRoute::KillExec), 0);
+}
+
+#[tokio::test]
+async fn detach_aborts_commands_in_flight() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({ "cleanup": "keep" })))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    let running = {
+        let session = Arc::clone(&session);
+        tokio::spawn(async move { session.run_command(command("d", "sleep", &["60"])).await })
+    };
+    fake.wait_for_active_exec(&name, Duration::from_secs(10))
+        .await
+        .unwrap();
+    session.detach().await.unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("run_command returns after detach")
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.exit_code, None);
+    fake.wait_for_no_active_exec(&name, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(fake.sprite_names(), vec![name], "the sprite lives on");
 }
 
 #[tokio::test]
@@ -565,4 +622,277 @@ async fn an_unreachable_base_url_says_so() {
             .contains(&format!("cannot reach the Sprites API at http://{addr}")),
         "{err:#}"
     );
+}
+
+#[tokio::test]
+async fn every_exec_sends_path_and_home_because_the_server_gives_none() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    // No caller environment at all: the command still has PATH and HOME.
+    let result = session
+        .run_command(command(
+            "e",
+            "sh",
+            &["-c", "printf '%s|%s' \"$HOME\" \"$PATH\""],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.stdout,
+        "/home/sprite|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    );
+    let listed = session
+        .run_command(command("env", "env", &[]))
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = listed
+        .stdout
+        .lines()
+        .filter_map(|line| line.split('=').next())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, vec!["HOME", "PATH"], "{}", listed.stdout);
+    // Every exec, the create-time mkdir included, carried them.
+    let execs: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.route == FakeRoute::Exec)
+        .collect();
+    assert!(execs.len() >= 3);
+    for exec in execs {
+        let env = exec.query_values("env");
+        assert!(env.iter().any(|e| e.starts_with("PATH=/")), "{env:?}");
+        assert!(env.contains(&"HOME=/home/sprite".to_string()), "{env:?}");
+    }
+}
+
+#[tokio::test]
+async fn create_session_waits_out_the_not_ready_window_of_a_new_sprite() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.set_not_ready_window(3);
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    assert_eq!(fake.count(FakeRoute::Exec), 4, "3 refused, then the mkdir");
+    assert!(fake.host_path(&name, WORKSPACE).unwrap().is_dir());
+    assert_eq!(fake.deletes(), 0);
+    let result = session
+        .run_command(command("after", "true", &[]))
+        .await
+        .unwrap();
+    assert_eq!(result.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn a_sprite_that_never_gets_ready_fails_create_session_clearly() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.set_not_ready_window(1_000);
+    let err = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .err()
+        .unwrap();
+    let chain = format!("{err:#}");
+    assert!(
+        matches!(
+            sprites_error_in_chain(&err),
+            Some(SpritesError::NotReady { attempts: 9, .. })
+        ),
+        "{chain}"
+    );
+    assert!(chain.contains("Process not ready"), "{chain}");
+    assert!(chain.contains("on all 9 attempts"), "{chain}");
+    assert!(chain.contains("so it was deleted again"), "{chain}");
+    assert_eq!(fake.count(FakeRoute::Exec), 9, "bounded: 1 + 8 retries");
+    assert!(
+        fake.sprite_names().is_empty(),
+        "the half-made sprite is deleted"
+    );
+    assert_eq!(fake.deletes(), 1);
+}
+
+#[tokio::test]
+async fn a_command_on_a_waking_sprite_is_retried_only_while_not_ready() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    write(&session, "count.txt", b"").await;
+    // A 503 "Process not ready" means nothing ran: the command is sent again.
+    assert!(fake.set_sprite_not_ready(&name, 2));
+    let before = fake.count(FakeRoute::Exec);
+    let result = session
+        .run_command(command("once", "sh", &["-c", "echo x >> count.txt"]))
+        .await
+        .unwrap();
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(fake.count(FakeRoute::Exec) - before, 3);
+    assert_eq!(
+        read(&session, "count.txt").await.unwrap(),
+        b"x\n",
+        "ran once"
+    );
+    // Any other 503 (or 502/504) is not: the command may have run.
+    fake.fail_next(FakeRoute::Exec, 1, 503, None);
+    let err = session
+        .run_command(command("twice", "true", &[]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("HTTP 503"), "{err:#}");
+}
+
+#[tokio::test]
+async fn file_writes_and_reads_are_retried_on_gateway_errors_and_not_ready() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    for status in [502, 503, 504] {
+        fake.fail_next(FakeRoute::FsWrite, 1, status, None);
+        let before = fake.count(FakeRoute::FsWrite);
+        write(&session, "w.txt", b"same").await;
+        assert_eq!(fake.count(FakeRoute::FsWrite) - before, 2, "HTTP {status}");
+    }
+    assert!(fake.set_sprite_not_ready(&name, 2));
+    write(&session, "w.txt", b"after wake").await;
+    assert_eq!(read(&session, "w.txt").await.unwrap(), b"after wake");
+    fake.fail_next(FakeRoute::FsWrite, 10, 502, None);
+    let err = session
+        .write_file(RunnerFileWriteRequest {
+            path: "w.txt".into(),
+            contents: b"x".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("HTTP 502"), "bounded: {err:#}");
+}
+
+#[tokio::test]
+async fn a_name_taken_between_lookup_and_create_is_adopted() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.insert_sprite("raced").await.unwrap();
+    // The lookup misses it (as if it was made just after), the create gets 409.
+    fake.fail_next(FakeRoute::GetSprite, 1, 404, None);
+    let session = provider(&fake)
+        .create_session(destination(
+            json!({ "sprite_name": "raced", "cleanup": "delete-on-close" }),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(session.state().session_id, "raced");
+    assert_eq!(fake.count(FakeRoute::CreateSprite), 1);
+    assert_eq!(fake.creates(), 0);
+}
+
+#[tokio::test]
+async fn a_taken_generated_name_is_replaced_a_bounded_number_of_times() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    fake.fail_next(FakeRoute::CreateSprite, 2, 409, None);
+    let session = provider(&fake)
+        .create_session(destination(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(fake.count(FakeRoute::CreateSprite), 3);
+    assert_eq!(fake.sprite_names(), vec![session.state().session_id]);
+    let names: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.route == FakeRoute::CreateSprite)
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(names.len(), 3);
+
+    fake.fail_next(FakeRoute::CreateSprite, 3, 409, None);
+    let err = provider(&fake)
+        .create_session(destination(json!({ "sprite_name_prefix": "busy" })))
+        .await
+        .err()
+        .unwrap();
+    let message = err.to_string();
+    assert!(message.contains("were all taken"), "{message}");
+    assert!(message.contains("sprite_name_prefix"), "{message}");
+}
+
+#[tokio::test]
+async fn the_bound_workspace_is_where_files_resolve_and_commands_run() {
+    let fake = FakeSpritesServer::start().await.unwrap();
+    let provider = provider(&fake);
+    let session = provider
+        .create_session(destination(json!({ "workspace": "/srv/app" })))
+        .await
+        .unwrap();
+    let name = session.state().session_id;
+    assert_eq!(session.state().metadata["working_dir"], "/srv/app");
+    write(&session, "src/main.rs", b"fn main() {}").await;
+    assert!(
+        fake.host_path(&name, "/srv/app/src/main.rs")
+            .unwrap()
+            .is_file()
+    );
+    let pwd = session
+        .run_command(command("pwd", "pwd", &[]))
+        .await
+        .unwrap();
+    assert!(
+        pwd.stdout.trim_end().ends_with("/srv/app"),
+        "{}",
+        pwd.stdout
+    );
+    let cat = session
+        .run_command(command("cat", "cat", &["src/main.rs"]))
+        .await
+        .unwrap();
+    assert_eq!(cat.stdout, "fn main() {}");
+
+    // `..` is folded, and a relative path may not climb out of the root.
+    write(&session, "src/../top.txt", b"t").await;
+    assert!(fake.host_path(&name, "/srv/app/top.txt").unwrap().is_file());
+    let before = fake.count(FakeRoute::Any);
+    let err = read(&session, "../etc/passwd").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("climbs out of the workspace /srv/app"),
+        "{err:#}"
+    );
+    assert_eq!(
+        fake.count(FakeRoute::Any),
+        before,
+        "refused before any request"
+    );
+
+    // A working_dir that is not the bound workspace is refused up front.
+    let before = fake.count(FakeRoute::Any);
+    let err = provider
+        .validate_destination(&destination(
+            json!({ "workspace": "/srv/app", "working_dir": "/home/sprite/workspace" }),
+        ))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("working_dir \"/home/sprite/workspace\" is not the workspace the thread is bound at (\"/srv/app\")"),
+        "{message}"
+    );
+    assert_eq!(fake.count(FakeRoute::Any), before);
+    provider
+        .validate_destination(&destination(
+            json!({ "workspace": "/srv/app", "working_dir": "/srv/app/" }),
+        ))
+        .await
+        .unwrap();
+}
+
+/// The `SpritesError` anywhere in an error's chain (context may wrap it).
+fn sprites_error_in_chain(err: &anyhow::Error) -> Option<&SpritesError> {
+    err.chain()
+        .find_map(|cause| cause.downcast_ref::<SpritesError>())
 }

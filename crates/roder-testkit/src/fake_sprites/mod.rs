@@ -261,6 +261,20 @@ impl FakeSpritesServer {
         self.shared.lock().not_ready_window = requests;
     }
 
+    /// Makes existing sprite `name` answer its next `requests`
+    /// supervisor-backed requests with 503 "Process not ready", as a sprite
+    /// waking from cold does while its supervisor restarts. `false` if there
+    /// is no such sprite.
+    pub fn set_sprite_not_ready(&self, name: &str, requests: usize) -> bool {
+        match self.shared.lock().sprites.get_mut(name) {
+            Some(sprite) => {
+                sprite.not_ready = requests;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The host path of sprite path `sprite_path` (absolute) in sprite
     /// `name`, whether or not it exists; `None` if there is no such sprite.
     pub fn host_path(&self, name: &str, sprite_path: &str) -> Option<PathBuf> {
