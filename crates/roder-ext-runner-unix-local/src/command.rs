@@ -1,27 +1,15 @@
-//! Running one command as a host process in its own process group.
-//!
-//! The group is what makes stopping reliable: `sh -c 'a | b &'` spawns
-//! grandchildren that killing the shell alone would leave behind, so every
-//! stop (timeout, cancel, dropped future) is a `killpg`.
+//! Running one command as a host process, supervised by `roder-sandbox`:
+//! its own process group under a keeper, so every stop (timeout, cancel,
+//! dropped future) kills the whole tree, `sh -c 'a | b &'` grandchildren
+//! included, and nothing survives the death of the Roder process (Linux).
 
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use anyhow::Context;
 use roder_api::remote_runner::{RunnerCommandId, RunnerCommandResult};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-use tokio::time::Instant;
+use roder_sandbox::{CommandSpec, DRAIN_GRACE, Ending, OutputMode, Stream};
 
 use crate::running::RunningCommands;
-
-/// How long output may keep arriving after the group leader exited. A
-/// background process (`server &`) inherits stdout and may hold it open for
-/// ever; waiting for EOF would hang the command, so the wait is bounded and
-/// the result notes that output may be incomplete.
-const DRAIN_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Captured bytes kept per stream; the rest is read and dropped so the
 /// process never blocks on a full pipe, and memory stays bounded.
@@ -42,85 +30,60 @@ pub(crate) struct PreparedCommand {
     pub(crate) timeout: Option<Duration>,
 }
 
-enum Ending {
-    Exited(ExitStatus),
-    /// Killed at the deadline; the status is just a signal death.
-    TimedOut,
-}
-
 /// Spawns the command and waits for it, honouring timeout and cancellation.
 pub(crate) async fn run(
     command: PreparedCommand,
     running: &RunningCommands,
 ) -> anyhow::Result<RunnerCommandResult> {
-    let mut guard = running.reserve(&command.command_id)?;
-    let mut process = tokio::process::Command::new(&command.program);
-    for key in &command.env_remove {
-        process.env_remove(key);
-    }
-    let mut child = process
-        .args(&command.args)
-        .current_dir(&command.cwd)
-        .envs(command.env.iter().map(|(key, value)| (key, value)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "failed to start `{}` in `{}`",
+    let reservation = running.reserve(&command.command_id)?;
+    let spec = CommandSpec {
+        program: command.program.clone().into(),
+        args: command.args.iter().map(Into::into).collect(),
+        cwd: command.cwd.clone(),
+        env_remove: command.env_remove.iter().map(Into::into).collect(),
+        env: command
+            .env
+            .iter()
+            .map(|(key, value)| (key.into(), value.into()))
+            .collect(),
+        timeout: command.timeout,
+        output: OutputMode::Separate,
+    };
+    let mut stdout = Captured::default();
+    let mut stderr = Captured::default();
+    let mut sink = |stream: Stream, bytes: &[u8]| match stream {
+        Stream::Stdout => stdout.push(bytes),
+        Stream::Stderr => stderr.push(bytes),
+    };
+    let finished = roder_sandbox::run(&spec, reservation.token(), &mut sink)
+        .await
+        .map_err(|error| {
+            anyhow::anyhow!(
+                "failed to start `{}` in `{}`: {error}",
                 command.program,
                 command.cwd.display()
             )
         })?;
-    let pid = child
-        .id()
-        .context("spawned process has no pid (already reaped)")?;
-    let pgid = i32::try_from(pid).context("process id does not fit a pid_t")?;
-    guard.attach(pgid);
-
-    let mut stdout_capture = Capture::spawn(child.stdout.take());
-    let mut stderr_capture = Capture::spawn(child.stderr.take());
-
-    let ending = match command.timeout {
-        None => Ending::Exited(child.wait().await?),
-        Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
-            Ok(status) => Ending::Exited(status?),
-            Err(_elapsed) => {
-                guard.kill();
-                child.wait().await?;
-                Ending::TimedOut
-            }
-        },
-    };
-    guard.disarm();
-    let cancelled = guard.was_cancelled();
-
-    let deadline = Instant::now() + DRAIN_TIMEOUT;
-    let (stdout, stderr) = tokio::join!(
-        stdout_capture.finish(deadline),
-        stderr_capture.finish(deadline)
-    );
-    drop(guard);
+    drop(reservation);
 
     let mut notes = Vec::new();
-    let exit_code = match ending {
-        Ending::Exited(status) => status.code(),
+    let exit_code = match finished.ending {
+        Ending::Exited { code, .. } => code,
         Ending::TimedOut => {
             let limit = command.timeout.unwrap_or_default().as_millis();
             notes.push(format!("command timed out after {limit} ms"));
             None
         }
+        Ending::Cancelled => {
+            notes.push("command cancelled".to_string());
+            None
+        }
     };
-    if cancelled {
-        notes.push("command cancelled".to_string());
-    }
-    if !stdout.complete || !stderr.complete {
-        notes.push(
-            "output may be incomplete: a background process kept stdout/stderr open".to_string(),
-        );
+    if !finished.output_complete {
+        notes.push(format!(
+            "output may be incomplete: a background process kept stdout/stderr open more than {} ms after the command exited",
+            DRAIN_GRACE.as_millis()
+        ));
     }
     Ok(RunnerCommandResult {
         command_id: command.command_id,
@@ -136,11 +99,17 @@ struct Captured {
     bytes: Vec<u8>,
     /// Bytes beyond `MAX_CAPTURE_BYTES` that were read and dropped.
     dropped: usize,
-    /// The stream reached EOF (rather than being cut off after the drain).
-    complete: bool,
 }
 
 impl Captured {
+    fn push(&mut self, bytes: &[u8]) {
+        let room = MAX_CAPTURE_BYTES.saturating_sub(self.bytes.len());
+        let kept = bytes.len().min(room);
+        self.bytes
+            .extend_from_slice(bytes.get(..kept).unwrap_or_default());
+        self.dropped += bytes.len() - kept;
+    }
+
     fn into_text(self, notes: Option<&[String]>) -> String {
         let mut text = match String::from_utf8(self.bytes) {
             Ok(text) => text,
@@ -165,75 +134,6 @@ impl Captured {
     }
 }
 
-/// A task reading one pipe to EOF, stoppable after the drain deadline.
-struct Capture {
-    task: Option<JoinHandle<Captured>>,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Capture {
-    fn spawn<R: AsyncRead + Unpin + Send + 'static>(reader: Option<R>) -> Self {
-        let Some(mut reader) = reader else {
-            return Self {
-                task: None,
-                stop: None,
-            };
-        };
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let mut captured = Captured::default();
-            let mut chunk = vec![0u8; 64 * 1024];
-            loop {
-                tokio::select! {
-                    biased;
-                    read = reader.read(&mut chunk) => match read {
-                        Ok(0) | Err(_) => {
-                            captured.complete = true;
-                            return captured;
-                        }
-                        Ok(n) => {
-                            let room = MAX_CAPTURE_BYTES.saturating_sub(captured.bytes.len());
-                            let kept = n.min(room);
-                            captured.bytes.extend_from_slice(&chunk[..kept]);
-                            captured.dropped += n - kept;
-                        }
-                    },
-                    _ = &mut stopped => return captured,
-                }
-            }
-        });
-        Self {
-            task: Some(task),
-            stop: Some(stop),
-        }
-    }
-
-    /// What was read, waiting for EOF until `deadline` at most.
-    async fn finish(&mut self, deadline: Instant) -> Captured {
-        let Some(mut task) = self.task.take() else {
-            return Captured {
-                complete: true,
-                ..Captured::default()
-            };
-        };
-        if let Ok(joined) = tokio::time::timeout_at(deadline, &mut task).await {
-            return joined.unwrap_or_default();
-        }
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        task.await.unwrap_or_default()
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,7 +143,6 @@ mod tests {
         let captured = Captured {
             bytes: b"partial".to_vec(),
             dropped: 3,
-            complete: true,
         };
         assert_eq!(
             captured.into_text(Some(&["note".to_string()])),
@@ -261,27 +160,13 @@ mod tests {
         assert_eq!(captured.into_text(None), "a\u{fffd}b");
     }
 
-    #[tokio::test]
-    async fn capture_stops_at_the_deadline_when_the_pipe_stays_open() {
-        let (writer, reader) = tokio::io::duplex(64);
-        let mut capture = Capture::spawn(Some(reader));
-        let captured = capture.finish(Instant::now()).await;
-        assert!(!captured.complete);
-        drop(writer);
-    }
-
-    #[tokio::test]
-    async fn capture_reads_to_eof() {
-        let (mut writer, reader) = tokio::io::duplex(64);
-        let mut capture = Capture::spawn(Some(reader));
-        tokio::io::AsyncWriteExt::write_all(&mut writer, b"hello")
-            .await
-            .unwrap();
-        drop(writer);
-        let captured = capture
-            .finish(Instant::now() + Duration::from_secs(10))
-            .await;
-        assert!(captured.complete);
-        assert_eq!(captured.bytes, b"hello");
+    #[test]
+    fn capture_keeps_the_cap_and_counts_the_rest() {
+        let mut captured = Captured::default();
+        captured.push(&vec![b'x'; MAX_CAPTURE_BYTES - 1]);
+        captured.push(b"abc");
+        assert_eq!(captured.bytes.len(), MAX_CAPTURE_BYTES);
+        assert_eq!(captured.bytes.last(), Some(&b'a'));
+        assert_eq!(captured.dropped, 2);
     }
 }
