@@ -100,7 +100,9 @@ fn version_token(message: &str) -> Option<String> {
     message
         .split(|c: char| !c.is_ascii_alphanumeric())
         .find(|word| {
-            word.len() > 1 && word.starts_with('v') && word[1..].bytes().all(|b| b.is_ascii_digit())
+            word.strip_prefix('v').is_some_and(|digits| {
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            })
         })
         .map(str::to_string)
 }
@@ -115,6 +117,7 @@ fn text_of(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn read(chunks: &[&str]) -> Result<CheckpointCreated, String> {
         let mut stream = CheckpointStream::default();
@@ -186,5 +189,41 @@ mod tests {
         );
         assert_eq!(version_token("v"), None);
         assert_eq!(version_token("dev2 build"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_stream_bytes_end_in_a_result_without_panicking(
+            lines in proptest::collection::vec(prop_oneof![
+                Just(r#"{"type":"complete","data":"Checkpoint v3 created"}"#.to_string()),
+                Just(r#"{"type":"error","error":"boom"}"#.to_string()),
+                Just(r#"{"type":"info","data":7}"#.to_string()),
+                Just(r#"{"type":"complete","data":{"id":12}}"#.to_string()),
+                ".{0,24}",
+            ], 0..6),
+            noise in proptest::collection::vec(any::<u8>(), 0..64),
+            cut in any::<usize>(),
+        ) {
+            let mut body = lines.join("\n").into_bytes();
+            body.extend_from_slice(&noise);
+            let whole = {
+                let mut stream = CheckpointStream::default();
+                stream.push(&body).and_then(|()| stream.finish())
+            };
+            let at = cut % (body.len() + 1);
+            let mut stream = CheckpointStream::default();
+            let split = stream
+                .push(&body[..at])
+                .and_then(|()| stream.push(&body[at..]))
+                .and_then(|()| stream.finish());
+            prop_assert_eq!(split, whole);
+        }
+
+        #[test]
+        fn version_tokens_of_any_text(text in any::<String>()) {
+            if let Some(token) = version_token(&text) {
+                prop_assert!(token.starts_with('v') && token.len() > 1);
+            }
+        }
     }
 }

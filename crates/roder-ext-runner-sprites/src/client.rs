@@ -567,6 +567,22 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn error_bodies_of_any_bytes_give_a_bounded_message(body in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let text = String::from_utf8_lossy(&body);
+            let parsed: Option<Value> = serde_json::from_str(&text).ok();
+            let message = error_message(parsed.as_ref(), &text);
+            prop_assert!(!message.is_empty());
+            if parsed.is_none() {
+                prop_assert!(message.chars().count() <= MAX_ERROR_TEXT + 1);
+            }
+            let status = status_error("x", StatusCode::BAD_GATEWAY, &HeaderMap::new(), &text);
+            prop_assert!(status.to_string().contains("HTTP 502"));
+        }
+    }
 
     #[test]
     fn tokens_never_print() {

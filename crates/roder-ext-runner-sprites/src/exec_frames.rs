@@ -81,31 +81,39 @@ impl FrameDecoder {
         }
     }
 
-    /// Consumes one chunk of the response body, wherever it was cut.
-    pub(crate) fn push(&mut self, mut chunk: &[u8]) {
-        while !chunk.is_empty() {
+    /// Consumes one chunk of the response body, wherever it was cut. Any
+    /// bytes are accepted.
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        loop {
             if self.awaiting_exit_code {
-                self.exit_code = Some(chunk[0]);
+                let Some((&code, tail)) = rest.split_first() else {
+                    return;
+                };
+                self.exit_code = Some(code);
                 self.awaiting_exit_code = false;
-                chunk = &chunk[1..];
-                continue;
+                rest = tail;
             }
-            match chunk
+            match rest
                 .iter()
                 .position(|b| matches!(*b, STDOUT | STDERR | EXIT))
             {
                 None => {
-                    self.append(chunk);
-                    chunk = &[];
+                    self.append(rest);
+                    return;
                 }
                 Some(at) => {
-                    self.append(&chunk[..at]);
-                    match chunk[at] {
+                    let (payload, marked) = rest.split_at(at);
+                    self.append(payload);
+                    let Some((&marker, tail)) = marked.split_first() else {
+                        return;
+                    };
+                    match marker {
                         STDOUT => self.current = Stream::Stdout,
                         STDERR => self.current = Stream::Stderr,
                         _ => self.awaiting_exit_code = true,
                     }
-                    chunk = &chunk[at + 1..];
+                    rest = tail;
                 }
             }
         }
@@ -153,9 +161,9 @@ impl FrameDecoder {
             Stream::Stderr => (&mut self.stderr, &mut self.stderr_dropped),
         };
         let room = self.limit.saturating_sub(buf.len());
-        let kept = bytes.len().min(room);
-        buf.extend_from_slice(&bytes[..kept]);
-        *dropped += bytes.len() - kept;
+        let (kept, over) = bytes.split_at(bytes.len().min(room));
+        buf.extend_from_slice(kept);
+        *dropped = dropped.saturating_add(over.len());
     }
 }
 
@@ -221,6 +229,7 @@ pub(crate) fn decode_json_body(body: &[u8]) -> Result<ExecOutput, serde_json::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn frames() -> Vec<u8> {
         let mut body = Vec::new();
@@ -324,6 +333,68 @@ mod tests {
         assert_eq!(out.exit_code, Some(0));
         assert_eq!(out.stderr, "");
         assert!(decode_json_body(b"not json").is_err());
+    }
+
+    /// A reference decoder: the documented rule, byte by byte.
+    fn model(body: &[u8]) -> (Vec<u8>, Vec<u8>, Option<u8>) {
+        let (mut out, mut err, mut code) = (Vec::new(), Vec::new(), None);
+        let mut stream = STDOUT;
+        let mut bytes = body.iter();
+        while let Some(&b) = bytes.next() {
+            match b {
+                STDOUT | STDERR => stream = b,
+                EXIT => {
+                    if let Some(&c) = bytes.next() {
+                        code = Some(c);
+                    }
+                }
+                other if stream == STDOUT => out.push(other),
+                other => err.push(other),
+            }
+        }
+        (out, err, code)
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_cut_anywhere_decode_as_the_model_says(
+            body in proptest::collection::vec(any::<u8>(), 0..512),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let mut points: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+            points.sort_unstable();
+            let mut decoder = FrameDecoder::default();
+            let mut start = 0;
+            for point in points {
+                decoder.push(&body[start..point]);
+                start = point;
+            }
+            decoder.push(&body[start..]);
+            let out = decoder.take_output();
+            let (stdout, stderr, code) = model(&body);
+            prop_assert_eq!(out.stdout, String::from_utf8_lossy(&stdout).into_owned());
+            prop_assert_eq!(out.stderr, String::from_utf8_lossy(&stderr).into_owned());
+            prop_assert_eq!(out.exit_code, code.map(i32::from));
+        }
+
+        #[test]
+        fn the_limit_holds_for_any_bytes(
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+            limit in 0usize..32,
+        ) {
+            let mut decoder = FrameDecoder::with_limit(limit);
+            decoder.push(&body);
+            let (stdout, _, _) = model(&body);
+            let out = decoder.take_output();
+            let kept = stdout.len().min(limit);
+            prop_assert_eq!(out.stdout, String::from_utf8_lossy(&stdout[..kept]).into_owned());
+            prop_assert_eq!(out.stderr.contains("stdout truncated"), stdout.len() > limit);
+        }
+
+        #[test]
+        fn json_bodies_of_any_bytes_decode_or_err(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode_json_body(&body);
+        }
     }
 
     #[test]

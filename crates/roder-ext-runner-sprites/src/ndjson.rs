@@ -12,13 +12,18 @@ pub(crate) struct LineBuffer {
 
 impl LineBuffer {
     /// Adds a chunk and returns every line it completed, without the newline
-    /// (a trailing `\r` is dropped too). Blank lines are skipped.
+    /// (a trailing `\r` is dropped too). Blank lines are skipped. Any bytes
+    /// are accepted; invalid UTF-8 becomes U+FFFD.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Vec<String> {
         self.pending.extend_from_slice(chunk);
         let mut lines = Vec::new();
-        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            push_line(&mut lines, &line[..line.len() - 1]);
+        let Some(last_newline) = self.pending.iter().rposition(|b| *b == b'\n') else {
+            return lines;
+        };
+        let rest = self.pending.split_off(last_newline + 1);
+        let complete = std::mem::replace(&mut self.pending, rest);
+        for line in complete.split(|b| *b == b'\n') {
+            push_line(&mut lines, line);
         }
         lines
     }
@@ -43,6 +48,7 @@ fn push_line(lines: &mut Vec<String>, raw: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn reassembles_lines_split_across_chunks() {
@@ -57,6 +63,30 @@ mod tests {
                 vec![r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#],
                 "split at {at}"
             );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_give_the_same_lines_however_they_are_cut(
+            body in proptest::collection::vec(prop_oneof![Just(b'\n'), Just(b'\r'), any::<u8>()], 0..256),
+            cut in any::<usize>(),
+        ) {
+            let whole = {
+                let mut buffer = LineBuffer::default();
+                let mut lines = buffer.push(&body);
+                lines.extend(buffer.finish());
+                lines
+            };
+            let at = cut % (body.len() + 1);
+            let mut buffer = LineBuffer::default();
+            let mut lines = buffer.push(&body[..at]);
+            lines.extend(buffer.push(&body[at..]));
+            lines.extend(buffer.finish());
+            prop_assert_eq!(&lines, &whole);
+            for line in &lines {
+                prop_assert!(!line.contains('\n') && !line.trim().is_empty());
+            }
         }
     }
 }
