@@ -95,8 +95,18 @@ pub enum ThreadsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum RunnersCommand {
-    /// Remove Roder's docker containers whose thread no longer exists.
-    Gc,
+    /// Remove this home's docker containers whose thread no longer exists
+    /// (never another home's); lists what it removed and what it kept.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Also remove containers without a home label (made before home ids)
+    /// whose thread is not in this home. Only safe when no other Roder home
+    /// uses this Docker daemon.
+    #[arg(long)]
+    pub include_unlabelled: bool,
 }
 
 #[derive(Debug, Subcommand)]

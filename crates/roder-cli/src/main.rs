@@ -6,6 +6,7 @@ mod app_server_cmd;
 mod cli;
 mod config;
 mod exec;
+mod home_id;
 mod progress;
 mod runners_cmd;
 mod threads_cmd;
@@ -61,8 +62,8 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
             command: ThreadsCommand::Delete { thread_id },
         } => threads_cmd::delete(&settings, &thread_id).await,
         Command::Runners {
-            command: RunnersCommand::Gc,
-        } => runners_cmd::gc(&settings).await,
+            command: RunnersCommand::Gc(args),
+        } => runners_cmd::gc(&settings, &args).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => {

@@ -38,7 +38,7 @@ pub fn runtime(
     workspace: &Path,
     adjust: impl FnOnce(&mut RuntimeConfig),
 ) -> anyhow::Result<Wired> {
-    let docker = Arc::new(DockerRunnerProvider::default());
+    let docker = Arc::new(DockerRunnerProvider::default().with_home_id(&settings.home_id)?);
     let mut builder = ExtensionRegistryBuilder::new();
     for (name, entry) in &settings.providers {
         builder.inference_engine(engine(name, entry)?);

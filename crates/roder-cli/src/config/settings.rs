@@ -34,6 +34,9 @@ impl ModelLabel {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub home: PathBuf,
+    /// This home's id (`$RODER_HOME/home-id`, created on first use), the
+    /// label of its docker containers; see `crate::home_id`.
+    pub home_id: String,
     pub model: ModelLabel,
     /// Where the model label came from, for `config show`.
     pub model_source: &'static str,
@@ -98,8 +101,10 @@ impl Settings {
                 model.provider
             );
         }
+        let home_id = crate::home_id::load_or_create(&home)?;
         Ok(Self {
             home,
+            home_id,
             model,
             model_source,
             providers,
@@ -120,6 +125,7 @@ impl Settings {
     pub fn show(&self) -> String {
         let mut out = String::new();
         out.push_str(&format!("# home: {}\n", self.home.display()));
+        out.push_str(&format!("# home id: {}\n", self.home_id));
         out.push_str(&format!(
             "model = \"{}/{}\"  # from {}\n",
             self.model.provider, self.model.model, self.model_source
