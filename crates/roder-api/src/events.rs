@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::inference::{MessagePhase, TokenUsage};
-use crate::stop_reason::StopReason;
 use crate::remote_runner::RunnerSessionState;
+use crate::stop_reason::StopReason;
 use crate::transcript::TranscriptItem;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,9 +281,9 @@ impl IncompleteAnswer {
                 Some(name) => format!(
                     "the model's output limit cut off the arguments of tool call {call_id} ({name})"
                 ),
-                None => format!(
-                    "the model's output limit cut off the arguments of tool call {call_id}"
-                ),
+                None => {
+                    format!("the model's output limit cut off the arguments of tool call {call_id}")
+                }
             },
         }
     }

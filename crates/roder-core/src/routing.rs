@@ -156,7 +156,11 @@ async fn on_runner(
 
 /// The execution context, with the deadline measured now (after any
 /// provisioning and lease waits).
-fn context(ctx: TurnContext<'_>, call: &ModelToolCall, workspace: ToolWorkspace) -> ToolExecutionContext {
+fn context(
+    ctx: TurnContext<'_>,
+    call: &ModelToolCall,
+    workspace: ToolWorkspace,
+) -> ToolExecutionContext {
     let TurnContext { runtime, plan } = ctx;
     ToolExecutionContext {
         thread_id: plan.thread_id().to_string(),

@@ -28,7 +28,10 @@ pub(crate) struct WriterGuard {
 impl Runtime {
     /// Takes (or shares) the writer lease of `thread`, or fails with
     /// [`ThreadWriterBusy`] naming the process that holds it.
-    pub(crate) async fn open_writer(&self, thread: &Arc<ThreadState>) -> anyhow::Result<WriterGuard> {
+    pub(crate) async fn open_writer(
+        &self,
+        thread: &Arc<ThreadState>,
+    ) -> anyhow::Result<WriterGuard> {
         let mut cursor = thread.log.lock().await;
         if let Some(release) = cursor.writer_release.take() {
             // The last writer's lease is still being given up: a file lock
@@ -159,7 +162,6 @@ impl WriterGuard {
         self.thread = None;
         give_back(cursor);
     }
-
 }
 
 impl Drop for WriterGuard {

@@ -62,10 +62,16 @@ async fn several_rounds_feed_tool_results_back_to_the_model() {
         &envelope.event,
         RoderEvent::FileChangePreviewReady(preview) if preview.diff.contains("+beta")
     )));
-    // Seqs are consecutive.
-    for pair in seen.windows(2) {
+    // Persisted seqs are consecutive; a transient delta repeats the seq of
+    // the persisted event before it.
+    let persisted: Vec<_> = seen
+        .iter()
+        .filter(|envelope| !envelope.event.is_transient())
+        .collect();
+    for pair in persisted.windows(2) {
         assert_eq!(pair[1].seq, pair[0].seq + 1);
     }
+    assert!(seen.iter().any(|envelope| envelope.event.is_transient()));
 }
 
 #[tokio::test]

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use roder_api::events::{
-    RoderEvent, ToolCallCompleted, TurnCompleted, TurnDeadlineExceeded, TurnFailed,
-    TurnInterrupted,
+    RoderEvent, ToolCallCompleted, TurnCompleted, TurnDeadlineExceeded, TurnFailed, TurnInterrupted,
 };
 use roder_api::transcript::TranscriptItem;
 

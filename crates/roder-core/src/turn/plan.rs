@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roder_api::inference::{InferenceEngine, ReasoningEffort};
-use roder_api::remote_runner::ThreadRunnerBinding;
-use roder_api::tools::ToolSpec;
 use crate::runner::deadline::TurnDeadline;
 use crate::threads::{ActiveTurn, ThreadState};
 use crate::writer::WriterGuard;
+use roder_api::inference::{InferenceEngine, ReasoningEffort};
+use roder_api::remote_runner::ThreadRunnerBinding;
+use roder_api::tools::ToolSpec;
 
 /// Where the turn's workspace tools run.
 #[derive(Debug, Clone)]

@@ -230,7 +230,13 @@ mod tests {
             .iter()
             .filter_map(|event| match event {
                 RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
-                    item: TranscriptItem::ToolResult { id, output, is_error, .. },
+                    item:
+                        TranscriptItem::ToolResult {
+                            id,
+                            output,
+                            is_error,
+                            ..
+                        },
                     ..
                 }) => Some((id.clone(), output.clone(), *is_error)),
                 _ => None,
@@ -250,7 +256,11 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(completions, vec!["running"], "a completed call is not reported twice");
+        assert_eq!(
+            completions,
+            vec!["running"],
+            "a completed call is not reported twice"
+        );
         assert!(matches!(events.last(), Some(RoderEvent::TurnFailed(_))));
     }
 }

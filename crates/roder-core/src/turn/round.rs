@@ -1,7 +1,9 @@
 //! The rounds of a turn: one model request, then the tool calls it asks for,
 //! until the model answers without calling a tool.
 
-use roder_api::events::{IncompleteAnswer, InferenceStarted, RoderEvent, ToolCallRequested, UsageUpdated};
+use roder_api::events::{
+    IncompleteAnswer, InferenceStarted, RoderEvent, ToolCallRequested, UsageUpdated,
+};
 use roder_api::inference::{AgentInferenceRequest, TokenUsage};
 use roder_api::stop_reason::StopReason;
 use roder_api::transcript::TranscriptItem;

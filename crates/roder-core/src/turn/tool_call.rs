@@ -5,9 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures::FutureExt;
-use roder_api::events::{
-    FileChangePreviewReady, RoderEvent, ToolCallCompleted, ToolCallStarted,
-};
+use roder_api::events::{FileChangePreviewReady, RoderEvent, ToolCallCompleted, ToolCallStarted};
 use roder_api::inference::ToolCallCompleted as ModelToolCall;
 use roder_api::tools::ToolResult;
 
