@@ -372,21 +372,23 @@ impl RemoteFs {
         let mut entries = Vec::new();
         let mut counts = [0_usize; 2];
         for line in result.stdout.lines() {
-            let (is_dir, path) = match line.split_once(' ') {
-                Some(("d", path)) => (true, path),
-                Some(("f", path)) => (false, path),
-                _ => continue,
+            let Some((is_dir, path)) = parse_walk_line(line) else {
+                continue;
             };
             counts[usize::from(is_dir)] += 1;
             if counts[usize::from(is_dir)] >= per_kind {
                 scanned_full = true;
             }
             let absolute = paths::normalize(Path::new(path));
-            if let Some(pattern) = &options.pattern {
-                let relative = absolute.strip_prefix(&dir.absolute).unwrap_or(&absolute);
-                if !pattern.matches(relative) {
-                    continue;
-                }
+            // `find` prints paths under the listed directory; anything else
+            // is the tail of a file name holding a newline.
+            let Ok(relative) = absolute.strip_prefix(&dir.absolute) else {
+                continue;
+            };
+            if let Some(pattern) = &options.pattern
+                && !pattern.matches(relative)
+            {
+                continue;
             }
             entries.push(WalkEntry {
                 display: self.display(&absolute),
@@ -437,14 +439,18 @@ impl RemoteFs {
                 continue;
             };
             let absolute = paths::normalize(Path::new(path));
-            if paths::is_vcs_metadata(absolute.strip_prefix(target).unwrap_or(&absolute)) {
+            // `find` names files under the target (or the target itself);
+            // anything else is the tail of a line that held a newline.
+            let Ok(relative) = absolute.strip_prefix(target) else {
+                continue;
+            };
+            if paths::is_vcs_metadata(relative) {
                 continue;
             }
-            if let Some(glob) = &query.glob {
-                let relative = absolute.strip_prefix(target).unwrap_or(&absolute);
-                if !glob.matches(relative) {
-                    continue;
-                }
+            if let Some(glob) = &query.glob
+                && !glob.matches(relative)
+            {
+                continue;
             }
             outcome.hits.push(GrepHit {
                 display: self.display(&absolute),
@@ -465,32 +471,47 @@ impl RemoteFs {
     }
 }
 
-/// Splits `path:line:text` as `grep -nH` prints it. The path is absolute and
-/// may itself contain `:`, so the first `:<digits>:` after its start wins.
+/// One line of the listing script: `d <path>` for a directory, `f <path>`
+/// for anything else. `None` for a line of any other shape (the runner's
+/// output is not trusted to be well formed).
+fn parse_walk_line(line: &str) -> Option<(bool, &str)> {
+    match line.split_once(' ')? {
+        ("d", path) if !path.is_empty() => Some((true, path)),
+        ("f", path) if !path.is_empty() => Some((false, path)),
+        _ => None,
+    }
+}
+
+/// Splits `path:line:text` as `grep -nH` prints it. The path may itself
+/// contain `:`, so the first `:<digits>:` after a non-empty path wins.
+/// Works on the line's bytes (`:` and digits are ASCII, so every split lands
+/// on a character boundary) and returns `None` for any other shape: an empty
+/// line, `Binary file … matches`, a line number too large for `u64`.
 fn parse_grep_line(line: &str) -> Option<(&str, u64, &str)> {
     let bytes = line.as_bytes();
-    let mut search_from = 1;
-    while let Some(offset) = line[search_from..].find(':') {
-        let colon = search_from + offset;
-        let digits_end = bytes[colon + 1..]
-            .iter()
-            .position(|b| !b.is_ascii_digit())
-            .map(|n| colon + 1 + n);
-        if let Some(end) = digits_end
-            && end > colon + 1
-            && bytes[end] == b':'
-            && let Ok(number) = line[colon + 1..end].parse()
-        {
-            return Some((&line[..colon], number, &line[end + 1..]));
-        }
-        search_from = colon + 1;
-    }
-    None
+    bytes
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, byte)| **byte == b':')
+        .find_map(|(colon, _)| {
+            let after = bytes.get(colon + 1..)?;
+            let digits = after
+                .iter()
+                .take_while(|byte| byte.is_ascii_digit())
+                .count();
+            if digits == 0 || after.get(digits) != Some(&b':') {
+                return None;
+            }
+            let number = line.get(colon + 1..colon + 1 + digits)?.parse().ok()?;
+            Some((line.get(..colon)?, number, line.get(colon + digits + 2..)?))
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn parses_grep_lines() {
@@ -505,5 +526,76 @@ mod tests {
         assert_eq!(parse_grep_line("/w/a:7:"), Some(("/w/a", 7, "")));
         assert_eq!(parse_grep_line("Binary file /w/x matches"), None);
         assert_eq!(parse_grep_line("/w/a:12"), None);
+    }
+
+    /// The two panics, and their neighbours.
+    #[test]
+    fn odd_grep_lines_are_skipped_not_fatal() {
+        assert_eq!(parse_grep_line(""), None);
+        assert_eq!(parse_grep_line(":"), None);
+        assert_eq!(parse_grep_line(":1:"), None);
+        assert_eq!(parse_grep_line("é"), None);
+        assert_eq!(parse_grep_line("é:1:x"), Some(("é", 1, "x")));
+        assert_eq!(parse_grep_line("/é/ü:3:€"), Some(("/é/ü", 3, "€")));
+        assert_eq!(parse_grep_line("😀:"), None);
+        assert_eq!(parse_grep_line("/a:99999999999999999999999:x"), None);
+        assert_eq!(
+            parse_grep_line("/a:99999999999999999999999:x:2:y"),
+            Some(("/a:99999999999999999999999:x", 2, "y"))
+        );
+    }
+
+    #[test]
+    fn parses_walk_lines() {
+        assert_eq!(parse_walk_line("d /w/src"), Some((true, "/w/src")));
+        assert_eq!(parse_walk_line("f /w/a b.txt"), Some((false, "/w/a b.txt")));
+        for odd in ["", "d", "d ", "x /w/a", "é /w", "/w/a", " f /w/a"] {
+            assert_eq!(parse_walk_line(odd), None, "{odd:?}");
+        }
+    }
+
+    /// A path as `find` could print it: absolute, no newline, and no
+    /// `:<digits>` inside (which `grep -nH` output cannot tell apart from
+    /// the line number).
+    fn grep_path() -> impl Strategy<Value = String> {
+        "/[^\n:]{0,12}(:[^\n:0-9][^\n:]{0,6}){0,3}"
+    }
+
+    proptest! {
+        /// Runner output is any bytes a provider decoded lossily: no line of
+        /// it makes either parser panic.
+        #[test]
+        fn parsers_take_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let text = String::from_utf8_lossy(&bytes);
+            for line in text.lines().chain([text.as_ref()]) {
+                let _ = parse_grep_line(line);
+                let _ = parse_walk_line(line);
+            }
+        }
+
+        #[test]
+        fn parsers_take_arbitrary_text(line in any::<String>()) {
+            if let Some((path, number, text)) = parse_grep_line(&line) {
+                // The parts are the line's own text, in order.
+                prop_assert!(!path.is_empty());
+                prop_assert!(line.starts_with(path) && line.ends_with(text));
+                prop_assert!(path.len() + text.len() + 2 < line.len() + usize::from(number == 0));
+            }
+            if let Some((_, path)) = parse_walk_line(&line) {
+                prop_assert!(!path.is_empty());
+            }
+        }
+
+        #[test]
+        fn grep_lines_roundtrip(path in grep_path(), number in any::<u64>(), text in "[^\n]{0,20}") {
+            let line = format!("{path}:{number}:{text}");
+            prop_assert_eq!(parse_grep_line(&line), Some((path.as_str(), number, text.as_str())));
+        }
+
+        #[test]
+        fn walk_lines_roundtrip(is_dir in any::<bool>(), path in "[^\n]{1,20}") {
+            let line = format!("{} {path}", if is_dir { "d" } else { "f" });
+            prop_assert_eq!(parse_walk_line(&line), Some((is_dir, path.as_str())));
+        }
     }
 }
