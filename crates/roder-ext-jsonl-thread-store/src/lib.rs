@@ -21,6 +21,9 @@
 mod atomic_file;
 mod event_log;
 pub mod store;
+mod tail;
 mod thread_id;
+mod writer_lock;
 
 pub use store::{JsonlThreadStore, JsonlThreadStoreFactory};
+pub use writer_lock::JsonlWriterLease;

@@ -5,12 +5,16 @@
 //! ```text
 //! <base_path>/<thread_id>/metadata.json   whole-file rewrite: temp + fsync + rename
 //! <base_path>/<thread_id>/events.jsonl    append-only, one EventEnvelope per line
+//! <base_path>/<thread_id>/writer.lock     the writer lease's OS lock and holder record
 //! ```
 //!
-//! The store keeps no state between calls: every call reads or writes the
-//! files, so several store instances over one directory (the runtime's and a
-//! test's, or two processes) see each other's changes at once. Each log has
-//! one writer at a time (the runtime serialises a thread's events).
+//! Every call reads or writes the files, so several store instances over one
+//! directory (the runtime's and a test's, or two processes) see each other's
+//! changes at once. The one thing remembered between calls is where each log
+//! ends (`tail.rs`), and it is checked against the file before it is used.
+//! One writer per thread is enforced twice: the writer lease
+//! (`writer_lock.rs`) keeps a second process from starting to write, and
+//! every append is refused unless it continues the log's numbering.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,9 +22,11 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use roder_api::events::EventEnvelope;
 use roder_api::thread::{ThreadMetadata, ThreadStore, ThreadStoreFactory};
+use roder_api::writer_lease::{WriterLease, WriterLeaseOutcome, WriterLeaseRequest};
 
 use crate::atomic_file::{self, Placement};
-use crate::{event_log, thread_id};
+use crate::event_log::Batch;
+use crate::{event_log, tail, thread_id, writer_lock};
 
 const METADATA_FILE: &str = "metadata.json";
 const EVENTS_FILE: &str = "events.jsonl";
@@ -95,7 +101,7 @@ impl JsonlThreadStore {
 }
 
 /// Runs filesystem work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {
     tokio::task::spawn_blocking(work)
@@ -186,11 +192,13 @@ impl ThreadStore for JsonlThreadStore {
 
     /// Events may be appended before the metadata exists (the trait allows
     /// a thread with events and no metadata), so the directory is created.
+    /// The events must be numbered consecutively and the first must be the
+    /// next `seq` on disk; otherwise nothing is written.
     async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> {
         let dir = self.thread_dir(thread_id)?;
-        if events.is_empty() {
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return Ok(());
-        }
+        };
         if let Some(stray) = events.iter().find(|event| event.thread_id != thread_id) {
             bail!(
                 "event seq {} belongs to thread \"{}\", not \"{thread_id}\"",
@@ -198,14 +206,30 @@ impl ThreadStore for JsonlThreadStore {
                 stray.thread_id
             );
         }
+        if let Some((before, after)) = events
+            .iter()
+            .zip(events.iter().skip(1))
+            .find(|(before, after)| Some(after.seq) != before.seq.checked_add(1))
+        {
+            bail!(
+                "append to thread \"{thread_id}\" refused: seq {} follows seq {} in one batch; events must be numbered consecutively",
+                after.seq,
+                before.seq
+            );
+        }
+        let (first_seq, last_seq) = (first.seq, last.seq);
         let lines = event_log::encode(events)
             .with_context(|| format!("cannot serialise events of thread \"{thread_id}\""))?;
+        let thread = thread_id.to_string();
         blocking(move || {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create `{}`", dir.display()))?;
-            let path = dir.join(EVENTS_FILE);
-            event_log::append(&path, &lines)
-                .with_context(|| format!("cannot append to `{}`", path.display()))
+            let batch = Batch {
+                first_seq,
+                last_seq,
+                lines: &lines,
+            };
+            event_log::append(&dir.join(EVENTS_FILE), &thread, batch)
         })
         .await
     }
@@ -228,12 +252,51 @@ impl ThreadStore for JsonlThreadStore {
         blocking(move || list_blocking(&base)).await
     }
 
-    /// Idempotent: deleting a thread that does not exist succeeds.
+    /// Idempotent: deleting a thread that does not exist succeeds. It does
+    /// not consult the writer lease: a holder keeps its lock on the deleted
+    /// directory's file, and a re-created thread has a fresh one.
     async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
         let dir = self.thread_dir(thread_id)?;
         let base = self.base_path.clone();
         let thread = thread_id.to_string();
-        blocking(move || delete_blocking(&base, &dir, &thread)).await
+        blocking(move || {
+            tail::forget(&dir.join(EVENTS_FILE));
+            delete_blocking(&base, &dir, &thread)
+        })
+        .await
+    }
+
+    /// An exclusive OS lock on `<thread>/writer.lock`, held until the lease
+    /// is released or dropped, or the process dies. The thread must exist
+    /// (its directory: [`create_thread`](Self::create_thread) or a first
+    /// append makes it). `request.ttl` is ignored: the lock never expires
+    /// while its holder lives.
+    async fn acquire_writer_lease(
+        &self,
+        thread_id: &str,
+        request: WriterLeaseRequest,
+    ) -> anyhow::Result<WriterLeaseOutcome> {
+        let dir = self.thread_dir(thread_id)?;
+        let thread = thread_id.to_string();
+        blocking(move || {
+            let events = dir.join(EVENTS_FILE);
+            writer_lock::acquire(&dir, &thread, request.owner, &events)
+        })
+        .await
+    }
+
+    /// Appends like [`append_events`](Self::append_events), and only while
+    /// `lease` is this store's lease of `thread_id`, still held by this
+    /// process (not released, not dropped).
+    async fn append_events_leased(
+        &self,
+        lease: &dyn WriterLease,
+        thread_id: &str,
+        events: &[EventEnvelope],
+    ) -> anyhow::Result<()> {
+        let lock_path = self.thread_dir(thread_id)?.join(writer_lock::LOCK_FILE);
+        writer_lock::check_held(&lock_path, lease, thread_id)?;
+        self.append_events(thread_id, events).await
     }
 }
 

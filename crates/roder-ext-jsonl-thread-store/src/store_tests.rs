@@ -392,3 +392,92 @@ async fn loads_ten_thousand_events() {
     assert_eq!(loaded, all);
     assert_eq!(store.load_events("t1", 9_990).await.unwrap().len(), 10);
 }
+
+#[tokio::test]
+async fn an_append_that_does_not_continue_the_log_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    store
+        .append_events("t1", &events("t1", 1..=3))
+        .await
+        .unwrap();
+    let path = dir.path().join("threads/t1/events.jsonl");
+    let before = std::fs::read(&path).unwrap();
+
+    // What two `roder exec` on one thread used to do: a second writer
+    // numbering from the same last seq.
+    let error = store
+        .append_events("t1", &events("t1", 2..=4))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("append of seq 2 to thread \"t1\" refused")
+            && error.contains("ends at seq 3"),
+        "{error}"
+    );
+    let error = store
+        .append_events("t1", &events("t1", 5..=5))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("append of seq 5"), "{error}");
+    let mut gap = events("t1", 4..=4);
+    gap.push(event("t1", 6));
+    let error = store
+        .append_events("t1", &gap)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("seq 6 follows seq 4 in one batch"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    // Another store instance (another process) continues where it ends.
+    let other = JsonlThreadStore {
+        base_path: dir.path().join("threads"),
+    };
+    other
+        .append_events("t1", &events("t1", 4..=5))
+        .await
+        .unwrap();
+    let error = store
+        .append_events("t1", &events("t1", 4..=4))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("ends at seq 5"), "{error}");
+    store
+        .append_events("t1", &events("t1", 6..=6))
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = store
+        .load_events("t1", 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|envelope| envelope.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
+}
+
+#[tokio::test]
+async fn a_re_created_thread_numbers_from_one_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    store
+        .append_events("t1", &events("t1", 1..=2))
+        .await
+        .unwrap();
+    store.delete_thread("t1").await.unwrap();
+    store
+        .append_events("t1", &events("t1", 1..=1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load_events("t1", 0).await.unwrap(),
+        events("t1", 1..=1)
+    );
+}
