@@ -19,6 +19,10 @@
 //! }
 //! ```
 //!
+//! The runtime adds `workspace`, the thread's bound workspace; it is the root
+//! files resolve against and commands run in, and a `working_dir` that
+//! differs from it is refused.
+//!
 //! See the crate README for which wire details are documented by Fly.io and
 //! which are assumed.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
