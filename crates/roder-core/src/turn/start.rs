@@ -17,7 +17,6 @@ use crate::runtime::Runtime;
 use crate::threads::{ActiveTurn, ThreadState};
 use crate::turn::driver;
 use crate::turn::plan::{TurnPlan, TurnWorkspace};
-use crate::writer::WriterGuard;
 
 /// Largest `AGENTS.md` read into the developer context.
 const AGENTS_MD_LIMIT: usize = 64 * 1024;
@@ -61,15 +60,8 @@ impl Runtime {
                 thread_id: request.thread_id.clone(),
                 turn_id: running.turn_id,
             })?;
-        let writer = match self.open_writer(&thread).await {
-            Ok(writer) => writer,
-            Err(error) => {
-                thread.release(&turn_id);
-                return Err(error);
-            }
-        };
         match self
-            .plan_turn(&thread, metadata, request, provider, engine, active, writer)
+            .plan_turn(&thread, metadata, request, provider, engine, active)
             .await
         {
             Ok(plan) => {
@@ -91,8 +83,10 @@ impl Runtime {
         provider: String,
         engine: Arc<dyn roder_api::inference::InferenceEngine>,
         active: ActiveTurn,
-        writer: WriterGuard,
     ) -> anyhow::Result<TurnPlan> {
+        // Before anything is written: busy in another process, or a turn a
+        // dead process left open to close.
+        let writer = self.open_writer(thread).await?;
         let model = request
             .model_override
             .clone()

@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn panic_payloads_become_text() {
-        let caught = std::panic::catch_unwind(|| panic!("boom {}", 7));
+        let caught = std::panic::catch_unwind(|| -> u8 { panic!("boom {}", 7) });
         let Err(payload) = caught else {
             panic!("it panicked");
         };
