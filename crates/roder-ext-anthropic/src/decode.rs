@@ -14,8 +14,7 @@
 //! never completed (its argument deltas were sent; the runtime reports the
 //! call as truncated); otherwise it is completed as sent and the runtime
 //! answers the malformed input. A tool use still open at `message_stop` is
-//! completed only if its input is whole JSON and the limit did not stop
-//! the message. A refusal that streamed no text of its own sends the
+//! completed only if its input is whole JSON. A refusal that streamed no text of its own sends the
 //! API's `stop_details.explanation` as its text.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -409,22 +408,24 @@ impl MessagesDecoder {
             for call in unparsed {
                 out.push_back(InferenceEvent::ToolCallCompleted(call));
             }
-            for block in std::mem::take(&mut self.blocks).into_values() {
-                if let Block::ToolUse {
-                    id,
-                    name,
-                    json,
-                    initial,
-                } = block
-                {
-                    let arguments = arguments_of(json, &initial);
-                    if serde_json::from_str::<Value>(&arguments).is_ok() {
-                        out.push_back(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
-                            id,
-                            name,
-                            arguments,
-                        }));
-                    }
+        }
+        // A block left open is a whole call only if its input is whole
+        // JSON (a closed top-level object cannot grow).
+        for block in std::mem::take(&mut self.blocks).into_values() {
+            if let Block::ToolUse {
+                id,
+                name,
+                json,
+                initial,
+            } = block
+            {
+                let arguments = arguments_of(json, &initial);
+                if serde_json::from_str::<Value>(&arguments).is_ok() {
+                    out.push_back(InferenceEvent::ToolCallCompleted(ToolCallCompleted {
+                        id,
+                        name,
+                        arguments,
+                    }));
                 }
             }
         }

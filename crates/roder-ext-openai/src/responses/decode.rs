@@ -39,16 +39,25 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ResponsesDecoder {
     response_id: Option<String>,
-    /// Calls by item id.
+    /// Calls by item key.
     calls: HashMap<String, PendingCall>,
+    /// Item ids seen with an output index, to the key of that index.
+    keys: HashMap<String, String>,
     /// Call ids already completed.
     completed: HashSet<String>,
-    /// Phases of message items by item key.
+    /// Phases of message items by item key. (An item's key is its output
+    /// index where the event gives one, since some servers, GitHub
+    /// Copilot's among them, send a new item id with every event.)
     phases: HashMap<String, MessagePhase>,
     /// Text sent so far per (item key, content index).
     sent: HashMap<(String, u64), String>,
     /// Refusal text was sent.
     refused: bool,
+    /// Reasoning text was sent.
+    reasoned: bool,
+    /// A new summary part began after earlier reasoning: the next
+    /// reasoning text starts a new paragraph.
+    separate: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -106,19 +115,24 @@ enum StreamEvent {
         refusal: String,
     },
     #[serde(rename = "response.reasoning_summary_part.added")]
-    SummaryPartAdded {
-        #[serde(default)]
-        summary_index: u64,
-    },
+    SummaryPartAdded {},
     #[serde(
         rename = "response.reasoning_summary_text.delta",
         alias = "response.reasoning_text.delta"
     )]
     ReasoningDelta { delta: String },
     #[serde(rename = "response.function_call_arguments.delta")]
-    ArgumentsDelta { item_id: String, delta: String },
+    ArgumentsDelta {
+        item_id: Option<String>,
+        output_index: Option<u64>,
+        delta: String,
+    },
     #[serde(rename = "response.function_call_arguments.done")]
-    ArgumentsDone { item_id: String, arguments: String },
+    ArgumentsDone {
+        item_id: Option<String>,
+        output_index: Option<u64>,
+        arguments: String,
+    },
     #[serde(rename = "response.completed", alias = "response.incomplete")]
     Finished { response: ResponseBody },
     #[serde(rename = "response.failed")]
@@ -217,16 +231,6 @@ struct OutputDetails {
     reasoning_tokens: Option<u64>,
 }
 
-/// The key text and phases are kept under: the item id, else its output
-/// index, else "" (a server that sends neither, one item at a time).
-fn item_key(item_id: Option<&str>, output_index: Option<u64>) -> String {
-    match (item_id, output_index) {
-        (Some(id), _) => id.to_string(),
-        (None, Some(index)) => format!("#{index}"),
-        (None, None) => String::new(),
-    }
-}
-
 fn phase_of(phase: Option<&str>) -> Option<MessagePhase> {
     match phase {
         Some("commentary") => Some(MessagePhase::Commentary),
@@ -264,7 +268,7 @@ impl Decoder for ResponsesDecoder {
                 content_index,
                 delta,
             } => {
-                let key = item_key(item_id.as_deref(), output_index);
+                let key = self.item_key(item_id.as_deref(), output_index);
                 self.send_text(key, content_index, delta, out);
             }
             StreamEvent::RefusalDelta {
@@ -274,7 +278,7 @@ impl Decoder for ResponsesDecoder {
                 delta,
             } => {
                 self.refused = true;
-                let key = item_key(item_id.as_deref(), output_index);
+                let key = self.item_key(item_id.as_deref(), output_index);
                 self.send_text(key, content_index, delta, out);
             }
             StreamEvent::TextDone {
@@ -283,7 +287,7 @@ impl Decoder for ResponsesDecoder {
                 content_index,
                 text,
             } => {
-                let key = item_key(item_id.as_deref(), output_index);
+                let key = self.item_key(item_id.as_deref(), output_index);
                 self.catch_up(key, content_index, &text, out);
             }
             StreamEvent::RefusalDone {
@@ -293,26 +297,34 @@ impl Decoder for ResponsesDecoder {
                 refusal,
             } => {
                 self.refused = true;
-                let key = item_key(item_id.as_deref(), output_index);
+                let key = self.item_key(item_id.as_deref(), output_index);
                 self.catch_up(key, content_index, &refusal, out);
             }
-            StreamEvent::SummaryPartAdded { summary_index } => {
-                // Summary parts are paragraphs; keep them apart.
-                if summary_index > 0 {
-                    out.push_back(InferenceEvent::ReasoningDelta(ReasoningDelta {
-                        text: "\n\n".to_string(),
-                    }));
-                }
+            StreamEvent::SummaryPartAdded {} => {
+                // Summary parts (of one reasoning item or several) are
+                // paragraphs; keep them apart.
+                self.separate = self.reasoned;
             }
             StreamEvent::ReasoningDelta { delta } => {
                 if !delta.is_empty() {
+                    if std::mem::take(&mut self.separate) {
+                        out.push_back(InferenceEvent::ReasoningDelta(ReasoningDelta {
+                            text: "\n\n".to_string(),
+                        }));
+                    }
+                    self.reasoned = true;
                     out.push_back(InferenceEvent::ReasoningDelta(ReasoningDelta {
                         text: delta,
                     }));
                 }
             }
-            StreamEvent::ArgumentsDelta { item_id, delta } => {
-                if let Some(call) = self.calls.get_mut(&item_id) {
+            StreamEvent::ArgumentsDelta {
+                item_id,
+                output_index,
+                delta,
+            } => {
+                let key = self.item_key(item_id.as_deref(), output_index);
+                if let Some(call) = self.calls.get_mut(&key) {
                     call.arguments.push_str(&delta);
                     out.push_back(InferenceEvent::ToolCallArgumentsDelta(
                         ToolCallArgumentsDelta {
@@ -323,8 +335,13 @@ impl Decoder for ResponsesDecoder {
                     ));
                 }
             }
-            StreamEvent::ArgumentsDone { item_id, arguments } => {
-                if let Some(call) = self.calls.get_mut(&item_id) {
+            StreamEvent::ArgumentsDone {
+                item_id,
+                output_index,
+                arguments,
+            } => {
+                let key = self.item_key(item_id.as_deref(), output_index);
+                if let Some(call) = self.calls.get_mut(&key) {
                     call.arguments = arguments;
                 }
             }
@@ -372,6 +389,22 @@ impl Decoder for ResponsesDecoder {
 }
 
 impl ResponsesDecoder {
+    /// The key an item's calls, text and phase are kept under: its output
+    /// index (`#3`), else the key its id was last seen with, else its id,
+    /// else "" (a server that sends neither, one item at a time).
+    fn item_key(&mut self, item_id: Option<&str>, output_index: Option<u64>) -> String {
+        match (item_id, output_index) {
+            (Some(id), Some(index)) => {
+                let key = format!("#{index}");
+                self.keys.insert(id.to_string(), key.clone());
+                key
+            }
+            (None, Some(index)) => format!("#{index}"),
+            (Some(id), None) => self.keys.get(id).cloned().unwrap_or_else(|| id.to_string()),
+            (None, None) => String::new(),
+        }
+    }
+
     fn on_item_added(&mut self, item: Item, output_index: Option<u64>) {
         match item {
             Item::FunctionCall {
@@ -381,7 +414,7 @@ impl ResponsesDecoder {
                 arguments,
                 ..
             } => {
-                let key = id.unwrap_or_else(|| call_id.clone());
+                let key = self.item_key(Some(id.as_deref().unwrap_or(&call_id)), output_index);
                 self.calls.insert(
                     key,
                     PendingCall {
@@ -392,9 +425,9 @@ impl ResponsesDecoder {
                 );
             }
             Item::Message { id, phase, .. } => {
+                let key = self.item_key(id.as_deref(), output_index);
                 if let Some(phase) = phase_of(phase.as_deref()) {
-                    self.phases
-                        .insert(item_key(id.as_deref(), output_index), phase);
+                    self.phases.insert(key, phase);
                 }
             }
             Item::Other => {}
@@ -417,10 +450,8 @@ impl ResponsesDecoder {
             } => {
                 // The done item carries the whole arguments; fall back on
                 // what the deltas assembled if a proxy left them out.
-                let assembled = id
-                    .as_ref()
-                    .and_then(|id| self.calls.remove(id))
-                    .map(|call| call.arguments);
+                let key = self.item_key(Some(id.as_deref().unwrap_or(&call_id)), output_index);
+                let assembled = self.calls.remove(&key).map(|call| call.arguments);
                 let arguments = if arguments.is_empty() {
                     assembled.unwrap_or_default()
                 } else {
@@ -433,7 +464,7 @@ impl ResponsesDecoder {
                 self.complete_call(call_id, name, arguments, out);
             }
             Item::Message { id, phase, content } => {
-                let key = item_key(id.as_deref(), output_index);
+                let key = self.item_key(id.as_deref(), output_index);
                 self.message_done(key, phase.as_deref(), content, out);
             }
             Item::Other => {}
@@ -488,7 +519,9 @@ impl ResponsesDecoder {
 
     /// `full` is the finished text of a content part: sends the part of it
     /// that was not streamed. A final text that does not continue what was
-    /// streamed changes nothing: the streamed text has been shown already.
+    /// streamed (the stream and the finished item disagree) is sent whole:
+    /// the finished item is the API's last word, and what streamed cannot
+    /// be taken back.
     fn catch_up(
         &mut self,
         key: String,
@@ -501,8 +534,17 @@ impl ResponsesDecoder {
             .get(&(key.clone(), content_index))
             .map(String::as_str)
             .unwrap_or("");
-        if let Some(rest) = full.strip_prefix(sent).filter(|rest| !rest.is_empty()) {
-            let rest = rest.to_string();
+        let rest = match full.strip_prefix(sent) {
+            Some(rest) => rest.to_string(),
+            None => full.to_string(),
+        };
+        if !rest.is_empty() {
+            if !full.starts_with(sent) {
+                // Start over, so a later copy of the same finished text
+                // (`output_item.done` after `output_text.done`) is not sent
+                // again.
+                self.sent.remove(&(key.clone(), content_index));
+            }
             self.send_text(key, content_index, rest, out);
         }
     }
@@ -548,7 +590,12 @@ impl ResponsesDecoder {
                     }
                 }
                 Item::Message { id, phase, content } => {
-                    let key = item_key(id.as_deref(), Some(index));
+                    // Its position in the output is its output index,
+                    // unless its id was seen with another.
+                    let key = match id.as_deref().and_then(|id| self.keys.get(id)) {
+                        Some(key) => key.clone(),
+                        None => format!("#{index}"),
+                    };
                     self.message_done(key, phase.as_deref(), content, out);
                 }
                 Item::Other => {}
