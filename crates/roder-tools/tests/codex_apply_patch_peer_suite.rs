@@ -242,10 +242,20 @@ where
     let mut matching_codex = 0;
     for scenario in &scenarios {
         let run = run_scenario(harness().await, scenario).await;
+        let outcome = if run.result.is_error {
+            format!("refused: {}", run.result.text)
+        } else {
+            "applied".to_string()
+        };
         match verdict(&run) {
             Some(why) => failures.push(format!("{}: {why}", run.name)),
-            None if run.name == ALL_OR_NOTHING => {}
-            None => matching_codex += 1,
+            None if run.name == ALL_OR_NOTHING => {
+                println!("{workspace} {}: all-or-nothing, {outcome}", run.name);
+            }
+            None => {
+                matching_codex += 1;
+                println!("{workspace} {}: matches Codex, {outcome}", run.name);
+            }
         }
     }
     println!(

@@ -40,7 +40,7 @@ impl CodingTool for ApplyPatch {
          `*** Move to: q` and `@@ [context line]` hunks of ' ', '-' and '+' lines, optional \
          `*** End of File`, then `*** End Patch`) or a unified diff (`--- a/p`, `+++ b/p`, \
          `@@ -a,b +c,d @@`). Every hunk is checked against the current files before anything is \
-         written: either the whole patch applies or nothing changes."
+         written: a patch that does not apply changes nothing (errors say so)."
     }
 
     fn parameters() -> Value {
