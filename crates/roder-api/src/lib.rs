@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod command_shell;
+pub mod deadline;
 pub mod events;
 pub mod extension;
 pub mod inference;

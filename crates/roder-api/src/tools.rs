@@ -41,12 +41,7 @@ pub fn is_read_only_tool(name: &str) -> bool {
     READ_ONLY_TOOL_NAMES.contains(&name)
 }
 
-/// Time a command tool leaves for the turn to finish after its command:
-/// reporting the result and one more model request.
-pub const COMMAND_FINALIZATION_RESERVE_MS: u64 = 30_000;
-
-/// The shortest timeout a command gets under a deadline.
-pub const MIN_COMMAND_TIMEOUT_MS: u64 = 1_000;
+pub use crate::deadline::{COMMAND_FINALIZATION_RESERVE_MS, MIN_COMMAND_TIMEOUT_MS};
 
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,17 +171,7 @@ impl ToolExecutionContext {
     /// keeps [`COMMAND_FINALIZATION_RESERVE_MS`] after it, never under
     /// [`MIN_COMMAND_TIMEOUT_MS`].
     pub fn command_timeout_ms(&self, requested_ms: Option<u64>) -> Option<u64> {
-        let cap = self.remaining_deadline_seconds.map(|seconds| {
-            seconds
-                .saturating_mul(1_000)
-                .saturating_sub(COMMAND_FINALIZATION_RESERVE_MS)
-                .max(MIN_COMMAND_TIMEOUT_MS)
-        });
-        match (requested_ms, cap) {
-            (Some(requested), Some(cap)) => Some(requested.min(cap)),
-            (requested, None) => requested,
-            (None, cap) => cap,
-        }
+        crate::deadline::command_timeout_ms(self.remaining_deadline_seconds, requested_ms)
     }
 
     pub fn remaining_deadline(&self) -> Option<Duration> {

@@ -1,14 +1,13 @@
-//! What is left of a turn's deadline.
+//! When a turn's deadline falls, and what is left of it now.
 //!
 //! Remaining time is measured when it is used (after provisioning, after a
-//! lease wait), so neither is charged to the command that follows.
+//! lease wait), so neither is charged to the command that follows. The
+//! arithmetic on it lives in `roder_api::deadline`.
 
 use std::time::Duration;
 
+use roder_api::deadline;
 use tokio::time::Instant;
-
-/// Longest wait for a provider lease, and the slack a lease outlives the turn by.
-const LEASE_SLACK: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TurnDeadline {
@@ -33,18 +32,17 @@ impl TurnDeadline {
 
     /// Whole seconds left, rounded down (34 s deadline, 2.1 s spent: 31).
     pub fn remaining_whole_seconds(&self) -> Option<u64> {
-        self.remaining().map(|left| left.as_secs())
+        deadline::whole_seconds(self.remaining())
     }
 
     /// How long to wait for a provider lease: min(remaining, 60 s).
     pub fn lease_acquire_timeout(&self) -> Duration {
-        self.remaining()
-            .map_or(LEASE_SLACK, |left| left.min(LEASE_SLACK))
+        deadline::lease_acquire_timeout(self.remaining())
     }
 
     /// A lease's lifetime bound: remaining + 60 s, `None` without a deadline.
     pub fn lease_timeout(&self) -> Option<Duration> {
-        self.remaining().map(|left| left + LEASE_SLACK)
+        deadline::lease_timeout(self.remaining())
     }
 }
 
