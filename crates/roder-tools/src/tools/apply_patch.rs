@@ -127,7 +127,7 @@ impl Plan {
         }
         self.files
             .get_mut(&key)
-            .ok_or_else(|| ToolError::new("apply_patch: internal error: staged file vanished"))
+            .ok_or_else(|| ToolError::new("internal error: the staged file vanished"))
     }
 
     async fn stage(&mut self, workspace: &Workspace, op: FileOp) -> Result<(), ToolError> {
