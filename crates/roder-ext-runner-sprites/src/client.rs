@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::checkpoint::{CheckpointCreated, CheckpointStream};
 use crate::error::SpritesError;
 use crate::exec_frames::{ExecCollector, decode_json_body};
-use crate::retry::{RetryDecision, RetryPolicy, retry_after, says_not_ready, total_backoff};
+use crate::retry::{RetryDecision, RetryPolicy, retry_after, says_not_ready};
 
 /// Bound on every call except exec (which runs as long as its command and
 /// is bounded by the caller's `timeout_ms`). It only guards against hangs.
@@ -127,7 +127,7 @@ impl SpritesClient {
             .await?;
         let status = response.status();
         if status == StatusCode::CONFLICT || status == StatusCode::BAD_REQUEST {
-            let text = response.text().await.unwrap_or_default();
+            let text = error_text(response).await;
             let parsed: Option<Value> = serde_json::from_str(&text).ok();
             let message = error_message(parsed.as_ref(), &text);
             let lower = message.to_ascii_lowercase();
@@ -342,6 +342,7 @@ impl SpritesClient {
     ) -> Result<Response, SpritesError> {
         let mut transient = 0u32;
         let mut starting = 0u32;
+        let mut waited = Duration::ZERO;
         loop {
             let response = match build().bearer_auth(&self.token.0).send().await {
                 Ok(response) => response,
@@ -373,17 +374,22 @@ impl SpritesClient {
             }
             // A 503: the body says whether the supervisor is still starting.
             let headers = response.headers().clone();
-            let text = response.text().await.unwrap_or_default();
+            let text = error_text(response).await;
             if says_not_ready(&text) {
                 if starting < self.retry.not_ready_retries {
-                    tokio::time::sleep(self.retry.backoff(starting)).await;
+                    // A server's own `Retry-After` wins when it is within bounds.
+                    let wait = retry_after(&headers)
+                        .filter(|wait| *wait <= self.retry.max_retry_after)
+                        .unwrap_or_else(|| self.retry.backoff(starting));
+                    tokio::time::sleep(wait).await;
+                    waited = waited.saturating_add(wait);
                     starting += 1;
                     continue;
                 }
                 return Err(SpritesError::NotReady {
                     action: action.to_string(),
                     attempts: starting + 1,
-                    waited_s: total_backoff(&self.retry, starting).as_secs(),
+                    waited_s: waited.as_secs(),
                 });
             }
             if repeat == Repeat::Idempotent
@@ -417,7 +423,7 @@ impl SpritesClient {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let text = response.text().await.unwrap_or_default();
+        let text = error_text(response).await;
         Err(status_error(action, status, &headers, &text))
     }
 
@@ -429,7 +435,7 @@ impl SpritesClient {
         action: &str,
         response: Response,
     ) -> SpritesError {
-        let text = response.text().await.unwrap_or_default();
+        let text = error_text(response).await;
         let body: Option<Value> = serde_json::from_str(&text).ok();
         let code = body
             .as_ref()
@@ -454,6 +460,24 @@ impl SpritesClient {
             }
         }
     }
+}
+
+/// Most bytes of an error body read: enough for any message, and a body
+/// that never ends (a misbehaving proxy) cannot hang the call.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The start of an error response's body, as text (lossy).
+async fn error_text(response: Response) -> String {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = MAX_ERROR_BODY.saturating_sub(body.len());
+        body.extend_from_slice(chunk.get(..room.min(chunk.len())).unwrap_or_default());
+        if body.len() >= MAX_ERROR_BODY {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// The error for a non-success `status` whose body was `text`.

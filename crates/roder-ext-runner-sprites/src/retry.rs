@@ -93,13 +93,6 @@ pub(crate) fn says_not_ready(body: &str) -> bool {
     body.to_ascii_lowercase().contains("not ready")
 }
 
-/// Total wait of `retries` backoffs, for messages.
-pub(crate) fn total_backoff(policy: &RetryPolicy, retries: u32) -> Duration {
-    (0..retries).fold(Duration::ZERO, |sum, attempt| {
-        sum.saturating_add(policy.backoff(attempt))
-    })
-}
-
 /// `Retry-After` in seconds. The HTTP-date form is not understood and yields
 /// `None`, which falls back to the backoff.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -117,6 +110,13 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+
+    /// Total wait of `retries` backoffs.
+    fn total_backoff(policy: &RetryPolicy, retries: u32) -> Duration {
+        (0..retries).fold(Duration::ZERO, |sum, attempt| {
+            sum.saturating_add(policy.backoff(attempt))
+        })
+    }
 
     fn headers(retry_after: Option<&str>) -> HeaderMap {
         let mut map = HeaderMap::new();

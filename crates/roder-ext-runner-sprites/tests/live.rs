@@ -86,11 +86,33 @@ async fn live_sprites_basic_flow() {
             .await;
         anyhow::ensure!(missing.is_err(), "reading a missing file must fail");
 
-        let mut slow = command("slow", "sleep", &["30"]);
+        // The server gives an exec no environment of its own: the provider's
+        // PATH and HOME are what the command sees.
+        let result = session
+            .run_command(command("env", "sh", &["-c", "printf '%s' \"$HOME\""]))
+            .await?;
+        anyhow::ensure!(result.stdout == "/home/sprite", "{result:?}");
+
+        let mut slow = command("slow", "sleep", &["31"]);
         slow.timeout_ms = Some(2_000);
         let result = session.run_command(slow).await?;
         anyhow::ensure!(result.exit_code.is_none(), "{result:?}");
         eprintln!("timeout note: {}", result.stderr.trim());
+        // Aborting the request made the server kill it: wait (bounded) until gone.
+        let gone = session
+            .run_command(command(
+                "gone",
+                "sh",
+                &[
+                    "-c",
+                    "command -v ps >/dev/null || exit 2; for i in $(seq 100); do ps -eo args | grep -qx 'sleep 31' || exit 0; sleep 0.1; done; exit 1",
+                ],
+            ))
+            .await?;
+        anyhow::ensure!(
+            gone.exit_code == Some(0),
+            "the timed-out command is still running (or ps is missing): {gone:?}"
+        );
 
         let snapshot = session.snapshot().await?;
         anyhow::ensure!(snapshot.is_some(), "snapshot must be Some");
