@@ -1,6 +1,12 @@
 //! `roder exec`: one non-interactive turn. Progress on stderr, the final
-//! answer on stdout (or every event as JSON lines with `--json`). Ctrl-C
-//! interrupts the turn cleanly; the thread is saved either way.
+//! answer on stdout (or every event as JSON lines with `--json`). Ctrl-C,
+//! SIGTERM (what `timeout`, systemd and CI send) and SIGHUP interrupt the
+//! turn cleanly: its commands are killed, the thread is saved, and the exit
+//! code is 128 + the signal's number.
+//!
+//! Exit codes: 0 completed, 1 failed (or any error), 3 completed with an
+//! incomplete answer, 75 the thread is busy (another turn or another process
+//! writes it), 124 deadline, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,8 +14,12 @@ use std::sync::Arc;
 
 use roder_api::events::EventEnvelope;
 use roder_api::inference::RuntimeProfile;
-use roder_core::{CreateThreadRequest, Runtime, StartTurnRequest, ThreadRunnerSelection};
+use roder_api::writer_lease::ThreadWriterBusy;
+use roder_core::{
+    CreateThreadRequest, Runtime, RuntimeError, StartTurnRequest, ThreadRunnerSelection,
+};
 use tokio::io::AsyncWriteExt;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::cli::ExecArgs;
@@ -17,7 +27,15 @@ use crate::config::{RunnerEntry, Settings};
 use crate::progress::{Ending, Progress};
 use crate::wiring;
 
+/// Exit code when the thread is busy elsewhere (`EX_TEMPFAIL`: try later).
+const EXIT_BUSY: u8 = 75;
+/// Exit code when the turn completed but its answer is not whole.
+const EXIT_INCOMPLETE: u8 = 3;
+
 pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode> {
+    // Registered first: from here on these signals interrupt instead of
+    // killing the process with a turn open.
+    let mut signals = StopSignals::register()?;
     let workspace = match &args.workspace {
         Some(path) => path.clone(),
         None => std::env::current_dir()?,
@@ -30,7 +48,7 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
         config.runtime_profile = RuntimeProfile::NonInteractive;
         config.turn_deadline_seconds = deadline;
     })?;
-    let outcome = run_turn(settings, &args, &wired.runtime, &workspace).await;
+    let outcome = run_turn(settings, &args, &wired.runtime, &workspace, &mut signals).await;
     wired.shutdown().await;
     outcome
 }
@@ -40,6 +58,7 @@ async fn run_turn(
     args: &ExecArgs,
     runtime: &Arc<Runtime>,
     workspace: &std::path::Path,
+    signals: &mut StopSignals,
 ) -> anyhow::Result<ExitCode> {
     // Subscribed first, so a new thread's ThreadCreated is seen too.
     let mut events = runtime.subscribe_events();
@@ -55,15 +74,26 @@ async fn run_turn(
         }
         None => create_thread(runtime, settings, args, workspace).await?,
     };
-    // Registered before the turn starts, so an early Ctrl-C interrupts the
-    // turn instead of killing the process.
-    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    if let Some(signal) = signals.pending().await {
+        eprintln!(
+            "roder: {} before the turn started; thread {thread_id} unchanged",
+            signal.name()
+        );
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
     let mut request = StartTurnRequest::new(&thread_id, &args.prompt);
     request.workspace = workspace.display().to_string();
-    let turn_id = runtime.start_turn(request).await?;
+    let turn_id = match runtime.start_turn(request).await {
+        Ok(turn_id) => turn_id,
+        Err(error) if is_busy(&error) => {
+            eprintln!("roder: {error:#}");
+            return Ok(ExitCode::from(EXIT_BUSY));
+        }
+        Err(error) => return Err(error),
+    };
     let mut progress = Progress::new(args.json);
     let mut last_seq = 0;
-    let mut interrupted = false;
+    let mut stopped_by = None;
     let ending = loop {
         tokio::select! {
             received = events.recv() => {
@@ -74,14 +104,19 @@ async fn run_turn(
                     Err(RecvError::Lagged(_)) => runtime.read_thread_events(&thread_id, last_seq).await?.events,
                     Err(RecvError::Closed) => anyhow::bail!("the runtime stopped before the turn ended"),
                 };
-                if let Some(ending) = show(&mut progress, &mut last_seq, batch).await? {
+                if let Some(ending) = show(&mut progress, &mut last_seq, &turn_id, batch).await? {
                     break ending;
                 }
             }
-            _ = interrupts.recv(), if !interrupted => {
-                interrupted = true;
-                progress.note("interrupting the turn…");
-                runtime.interrupt_turn(&thread_id, &turn_id).await?;
+            signal = signals.recv(), if stopped_by.is_none() => {
+                stopped_by = Some(signal);
+                progress.note(&format!("{}: interrupting the turn…", signal.name()));
+                // Returns once the turn has ended (its tools stopped, its
+                // TurnInterrupted written); the loop then reads that event.
+                // An error means it ended by itself meanwhile.
+                if let Err(error) = runtime.interrupt_turn(&thread_id, &turn_id).await {
+                    tracing::debug!("interrupting turn {turn_id}: {error:#}");
+                }
             }
         }
     };
@@ -91,8 +126,8 @@ async fn run_turn(
             "roder: thread {thread_id} (continue with: roder exec --thread {thread_id} \"…\")"
         );
     }
-    Ok(match ending {
-        Ending::Completed(answer) => {
+    let code = match ending {
+        Ending::Completed(answer, incomplete) => {
             if !args.json {
                 let mut stdout = tokio::io::stdout();
                 stdout.write_all(answer.as_bytes()).await?;
@@ -101,7 +136,13 @@ async fn run_turn(
                 }
                 stdout.flush().await?;
             }
-            ExitCode::SUCCESS
+            match incomplete {
+                Some(incomplete) => {
+                    eprintln!("roder: incomplete answer: {}", incomplete.describe());
+                    ExitCode::from(EXIT_INCOMPLETE)
+                }
+                None => ExitCode::SUCCESS,
+            }
         }
         Ending::Failed(error) => {
             eprintln!("roder: the turn failed: {error}");
@@ -115,13 +156,105 @@ async fn run_turn(
             eprintln!("roder: the turn's deadline passed");
             ExitCode::from(124)
         }
+    };
+    // A signalled run says so, however the race with the turn's end went.
+    Ok(stopped_by.map_or(code, |signal| ExitCode::from(signal.exit_code())))
+}
+
+/// Whether `start_turn` refused because the thread is busy: a turn running
+/// in this process, or another process holding the thread's writer lease.
+fn is_busy(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<ThreadWriterBusy>().is_some()
+            || matches!(
+                cause.downcast_ref::<RuntimeError>(),
+                Some(RuntimeError::ThreadBusy { .. })
+            )
     })
 }
 
-/// Shows events not seen yet; returns how the turn ended once it has.
+/// A signal that stops a turn the way Ctrl-C does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopSignal {
+    Interrupt,
+    Terminate,
+    Hangup,
+}
+
+impl StopSignal {
+    /// 128 + the signal's number, as a shell reports a process it killed.
+    pub(crate) fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => 130,
+            StopSignal::Terminate => 143,
+            StopSignal::Hangup => 129,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP, caught from registration on (a signal that
+/// arrives before [`StopSignals::recv`] is kept, not lost).
+pub(crate) struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+impl StopSignals {
+    pub(crate) fn register() -> anyhow::Result<Self> {
+        let register = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|error| anyhow::anyhow!("could not install the {name} handler: {error}"))
+        };
+        Ok(Self {
+            interrupt: register(SignalKind::interrupt(), "SIGINT")?,
+            terminate: register(SignalKind::terminate(), "SIGTERM")?,
+            hangup: register(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// The next stop signal. Cancel-safe.
+    pub(crate) async fn recv(&mut self) -> StopSignal {
+        // `recv` yields `None` only if the driver is gone; never wake then.
+        async fn next(signal: &mut Signal, which: StopSignal) -> StopSignal {
+            match signal.recv().await {
+                Some(()) => which,
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            signal = next(&mut self.interrupt, StopSignal::Interrupt) => signal,
+            signal = next(&mut self.terminate, StopSignal::Terminate) => signal,
+            signal = next(&mut self.hangup, StopSignal::Hangup) => signal,
+        }
+    }
+
+    /// A stop signal that already arrived, without waiting.
+    async fn pending(&mut self) -> Option<StopSignal> {
+        tokio::select! {
+            biased;
+            signal = self.recv() => Some(signal),
+            () = std::future::ready(()) => None,
+        }
+    }
+}
+
+/// Shows events not seen yet; returns how turn `turn_id` ended once it has.
+/// Events of an earlier turn are shown but end nothing: starting a turn
+/// first closes one a killed process left open, and that old turn's
+/// `TurnFailed` arrives on the same thread.
 async fn show(
     progress: &mut Progress,
     last_seq: &mut u64,
+    turn_id: &str,
     batch: Vec<EventEnvelope>,
 ) -> anyhow::Result<Option<Ending>> {
     for envelope in batch {
@@ -129,7 +262,10 @@ async fn show(
             continue;
         }
         *last_seq = envelope.seq;
-        if let Some(ending) = progress.event(&envelope).await? {
+        let ending = progress.event(&envelope).await?;
+        if envelope.turn_id.as_deref() == Some(turn_id)
+            && let Some(ending) = ending
+        {
             return Ok(Some(ending));
         }
     }

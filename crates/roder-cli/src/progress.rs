@@ -7,11 +7,13 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use roder_api::events::RoderEvent;
+use roder_api::events::{IncompleteAnswer, RoderEvent};
+use roder_api::stop_reason::StopReason;
 
 /// How the turn ended.
 pub enum Ending {
-    Completed(String),
+    /// The final answer, and why it is not whole when it is not.
+    Completed(String, Option<IncompleteAnswer>),
     Failed(String),
     Interrupted,
     DeadlineExceeded,
@@ -110,11 +112,14 @@ impl Progress {
                 lifecycle.provider_id, lifecycle.action
             )),
             RoderEvent::TurnCompleted(done) => {
+                if let Some(line) = stop_note(done.stop_reason.as_ref()) {
+                    self.note(&line);
+                }
                 let answer = done
                     .final_message
                     .clone()
                     .unwrap_or_else(|| std::mem::take(&mut self.answer));
-                return Some(Ending::Completed(answer));
+                return Some(Ending::Completed(answer, done.incomplete.clone()));
             }
             RoderEvent::TurnFailed(failed) => return Some(Ending::Failed(failed.error.clone())),
             RoderEvent::TurnInterrupted(_) => return Some(Ending::Interrupted),
@@ -122,6 +127,15 @@ impl Progress {
             _ => {}
         }
         None
+    }
+}
+
+/// A line naming why the model stopped, when that is news: a plain end of
+/// the answer (or a stop to run tools) is what everyone expects.
+fn stop_note(reason: Option<&StopReason>) -> Option<String> {
+    match reason? {
+        StopReason::EndTurn | StopReason::ToolUse => None,
+        other => Some(format!("model stopped: {other}")),
     }
 }
 
@@ -164,5 +178,16 @@ mod tests {
         assert_eq!(summarize("list_files", "{}"), "list_files");
         assert_eq!(summarize("shell", "not json"), "shell");
         assert!(clip(&"x".repeat(300)).ends_with('…'));
+    }
+
+    #[test]
+    fn only_unusual_stop_reasons_are_shown() {
+        assert_eq!(stop_note(None), None);
+        assert_eq!(stop_note(Some(&StopReason::EndTurn)), None);
+        assert_eq!(stop_note(Some(&StopReason::ToolUse)), None);
+        assert_eq!(
+            stop_note(Some(&StopReason::MaxOutputTokens)).as_deref(),
+            Some("model stopped: max_output_tokens")
+        );
     }
 }

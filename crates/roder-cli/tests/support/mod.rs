@@ -1,0 +1,206 @@
+//! What the signal, busy-thread and incomplete-answer e2e tests share: a
+//! `$RODER_HOME` wired to a fake model server, the real `roder` binary, and
+//! ways to watch the processes a tool call started.
+#![allow(dead_code)] // each test file uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use roder_testkit::fake_models::FakeModelServer;
+use serde_json::Value;
+
+/// A home whose config points the `fake` provider at `server`, plus a
+/// `[runners.local]` unix-local runner rooted at `runner_root` when given.
+pub fn write_config(home: &Path, server: &FakeModelServer, runner_root: Option<&Path>) {
+    let mut config = format!(
+        "model = \"fake/m\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+        server.openai_base_url()
+    );
+    if let Some(root) = runner_root {
+        config.push_str(&format!(
+            "\n[runners.local]\nprovider = \"unix-local\"\nconfig = {{ root = \"{}\" }}\n",
+            root.display()
+        ));
+    }
+    std::fs::write(home.join("config.toml"), config).unwrap();
+}
+
+/// `roder ARGS` in `workspace`, output piped, killed if the test drops it.
+pub fn spawn_roder(home: &Path, workspace: &Path, args: &[&str]) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(args)
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+pub struct Finished {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub async fn finish(child: tokio::process::Child) -> Finished {
+    use std::os::unix::process::ExitStatusExt as _;
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("roder should exit within 60 s")
+        .unwrap();
+    Finished {
+        code: output.status.code(),
+        signal: output.status.signal(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Runs `roder ARGS` to its end.
+pub async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Finished {
+    finish(spawn_roder(home, workspace, args)).await
+}
+
+/// A shell script for `exec_command` that starts a tree and writes the pids
+/// of its parts into `dir`: the shell itself, a background child in its
+/// process group, and one that left the group with `setsid`. It then sleeps
+/// in the foreground, so the tool call stays running.
+pub fn sleeping_tree(dir: &Path) -> String {
+    let dir = dir.display();
+    format!(
+        "sleep 30 & echo $! > {dir}/background.pid; \
+         setsid sleep 30 & echo $! > {dir}/escaped.pid; \
+         echo $$ > {dir}/shell.pid; sleep 30; echo done"
+    )
+}
+
+pub const TREE_PARTS: [&str; 3] = ["background", "escaped", "shell"];
+
+/// Polls `condition` (no event exists for what it checks) until `within`.
+pub async fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    condition()
+}
+
+/// The pids [`sleeping_tree`] wrote, once all are written: the tool call is
+/// then running.
+pub async fn tree_pids(dir: &Path) -> Vec<(&'static str, i32)> {
+    let mut pids = Vec::new();
+    for part in TREE_PARTS {
+        let path = dir.join(format!("{part}.pid"));
+        assert!(
+            eventually(Duration::from_secs(30), || std::fs::read_to_string(&path)
+                .is_ok_and(|text| text.ends_with('\n')))
+            .await,
+            "the tool never wrote {}",
+            path.display()
+        );
+        let pid = std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!process_is_gone(pid), "{part} {pid} is not running");
+        pids.push((part, pid));
+    }
+    pids
+}
+
+/// Gone, or a zombie nobody reaped yet (it no longer runs).
+pub fn process_is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Asserts every pid stops running within `within` of `since`.
+pub async fn assert_all_gone(pids: &[(&str, i32)], since: Instant, within: Duration) {
+    for (part, pid) in pids {
+        let remaining = within.saturating_sub(since.elapsed());
+        assert!(
+            eventually(remaining, || process_is_gone(*pid)).await,
+            "{part} {pid} of the tool call still runs {within:?} after roder was stopped"
+        );
+    }
+}
+
+pub fn send_signal(child: &tokio::process::Child, signal: i32) {
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+/// The only thread under `home` (for a run killed before it printed its id).
+pub fn only_thread(home: &Path) -> String {
+    let mut threads: Vec<String> = std::fs::read_dir(home.join("threads"))
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.path().join("events.jsonl").exists())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(threads.len(), 1, "threads: {threads:?}");
+    threads.remove(0)
+}
+
+pub fn events_path(home: &Path, thread_id: &str) -> PathBuf {
+    home.join("threads").join(thread_id).join("events.jsonl")
+}
+
+pub fn thread_id_from(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("roder: thread "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
+        .to_string()
+}
+
+/// Asserts a Chat Completions request is well formed for the model: every
+/// assistant tool call has a tool message answering it. Returns the tool
+/// messages' contents by call id.
+pub fn assert_calls_answered(body: &Value) -> Vec<(String, String)> {
+    let messages = body["messages"].as_array().expect("a messages array");
+    let mut answers = Vec::new();
+    for message in messages {
+        if message["role"] == "tool" {
+            answers.push((
+                message["tool_call_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                message["content"].to_string(),
+            ));
+        }
+    }
+    let mut calls = 0;
+    for message in messages.iter().filter(|m| m["role"] == "assistant") {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            calls += 1;
+            let id = call["id"].as_str().unwrap_or_default();
+            assert!(
+                answers.iter().any(|(answered, _)| answered == id),
+                "assistant tool call {id} has no tool result in the request: {body:#}"
+            );
+        }
+    }
+    assert!(
+        calls > 0,
+        "the request carries no tool call at all: {body:#}"
+    );
+    answers
+}
