@@ -60,15 +60,14 @@ pub struct ThreadSnapshot {
 }
 
 impl ThreadSnapshot {
-    /// The conversation so far, rebuilt from `TranscriptItemAppended` events.
+    /// The conversation so far, rebuilt from the log (see
+    /// [`apply_event`](crate::transcript::apply_event)).
     pub fn transcript(&self) -> Vec<TranscriptItem> {
-        self.events
-            .iter()
-            .filter_map(|envelope| match &envelope.event {
-                RoderEvent::TranscriptItemAppended(appended) => Some(appended.item.clone()),
-                _ => None,
-            })
-            .collect()
+        let mut transcript = Vec::new();
+        for envelope in &self.events {
+            crate::transcript::apply_event(&mut transcript, &envelope.event);
+        }
+        transcript
     }
 
     /// The `seq` of the last persisted event (0 when there is none).

@@ -31,3 +31,56 @@ pub enum TranscriptItem {
         is_error: bool,
     },
 }
+
+/// Applies one persisted event to a transcript being rebuilt from a log.
+///
+/// Items come from `TranscriptItemAppended`, with one exception that keeps a
+/// turn's answer stored once: the final answer is not appended as its own
+/// item but carried by `TurnCompleted::final_message`, and becomes the
+/// turn's last `AssistantMessage` here. (Logs written before that rule have
+/// the answer twice; an answer equal to the message right before it is not
+/// added again.)
+///
+/// ```
+/// use roder_api::events::{RoderEvent, TurnCompleted};
+/// use roder_api::transcript::{TranscriptItem, apply_event};
+///
+/// let mut transcript = vec![TranscriptItem::UserMessage { text: "hi".into(), images: vec![] }];
+/// let done = RoderEvent::TurnCompleted(TurnCompleted {
+///     thread_id: "t".into(),
+///     turn_id: "u".into(),
+///     final_message: Some("hello".into()),
+///     usage: Default::default(),
+///     stop_reason: None,
+///     incomplete: None,
+/// });
+/// apply_event(&mut transcript, &done);
+/// apply_event(&mut transcript, &done);
+/// assert_eq!(transcript.len(), 2);
+/// assert_eq!(transcript[1], TranscriptItem::AssistantMessage { text: "hello".into() });
+/// ```
+pub fn apply_event(transcript: &mut Vec<TranscriptItem>, event: &crate::events::RoderEvent) {
+    use crate::events::RoderEvent;
+    match event {
+        RoderEvent::TranscriptItemAppended(appended) => transcript.push(appended.item.clone()),
+        RoderEvent::TurnCompleted(completed) => {
+            let Some(answer) = completed
+                .final_message
+                .as_ref()
+                .filter(|text| !text.is_empty())
+            else {
+                return;
+            };
+            let already = matches!(
+                transcript.last(),
+                Some(TranscriptItem::AssistantMessage { text }) if text == answer
+            );
+            if !already {
+                transcript.push(TranscriptItem::AssistantMessage {
+                    text: answer.clone(),
+                });
+            }
+        }
+        _ => {}
+    }
+}

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use roder_api::events::{EventEnvelope, RoderEvent};
+use roder_api::events::EventEnvelope;
 use roder_api::transcript::TranscriptItem;
 use roder_api::writer_lease::WriterLease;
 use tokio_util::sync::CancellationToken;
@@ -58,9 +58,7 @@ impl LogCursor {
     /// Keeps the cursor in step with one persisted event.
     pub fn observe(&mut self, envelope: &EventEnvelope) {
         self.next_seq = self.next_seq.max(envelope.seq + 1);
-        if let RoderEvent::TranscriptItemAppended(appended) = &envelope.event {
-            self.transcript.push(appended.item.clone());
-        }
+        roder_api::transcript::apply_event(&mut self.transcript, &envelope.event);
         self.turns.observe(envelope);
     }
 }

@@ -420,7 +420,9 @@ async fn commentary_and_the_final_answer_stay_apart_and_deltas_are_not_stored() 
         !log.iter().any(|envelope| envelope.event.is_transient()),
         "deltas are not persisted"
     );
-    let messages: Vec<String> = transcript_of(&log)
+    let snapshot = harness.runtime.load_thread(&thread_id).await.unwrap().unwrap();
+    let messages: Vec<String> = snapshot
+        .transcript()
         .into_iter()
         .filter_map(|item| match item {
             TranscriptItem::AssistantMessage { text } => Some(text),
@@ -431,6 +433,12 @@ async fn commentary_and_the_final_answer_stay_apart_and_deltas_are_not_stored() 
         messages,
         vec!["Checking the files.".to_string(), "All good.".to_string()]
     );
+    let stored = std::fs::read_to_string(
+        harness.store_dir.path().join(&thread_id).join("events.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(stored.matches("All good.").count(), 1, "the answer is stored once");
+    assert_eq!(stored.matches("Checking the files.").count(), 1);
     let seqs: Vec<u64> = log.iter().map(|envelope| envelope.seq).collect();
     let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
     assert_eq!(seqs, expected, "persisted seqs stay consecutive");

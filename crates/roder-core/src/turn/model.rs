@@ -52,19 +52,28 @@ impl ModelResponse {
         }
     }
 
-    /// The answer a client shows: the final-answer text, or, when the API
-    /// marks no phases, everything the model said in this response.
-    pub fn final_message(&self) -> Option<String> {
+    /// Splits a last response's text into the commentary that goes to the
+    /// transcript as messages and the answer a client shows: the
+    /// final-answer text, or everything when the API marks no phases, or the
+    /// last commentary when there is nothing else.
+    pub fn split_answer(&self) -> (Vec<&PhasedText>, Option<String>) {
+        let is_answer = |message: &PhasedText| message.phase != Some(MessagePhase::Commentary);
         let answer: String = self
             .messages
             .iter()
-            .filter(|message| message.phase != Some(MessagePhase::Commentary))
+            .filter(|message| is_answer(message))
             .map(|message| message.text.as_str())
             .collect();
         if !answer.is_empty() {
-            return Some(answer);
+            let commentary = self.messages.iter().filter(|m| !is_answer(m)).collect();
+            return (commentary, Some(answer));
         }
-        self.messages.last().map(|message| message.text.clone())
+        match self.messages.split_last() {
+            Some((last, before)) if !last.text.is_empty() => {
+                (before.iter().collect(), Some(last.text.clone()))
+            }
+            _ => (self.messages.iter().collect(), None),
+        }
     }
 }
 
@@ -165,7 +174,9 @@ mod tests {
         response.push_text(Some(MessagePhase::FinalAnswer), "Done.");
         assert_eq!(response.messages.len(), 2);
         assert_eq!(response.messages[0].text, "Let me look.");
-        assert_eq!(response.final_message().as_deref(), Some("Done."));
+        let (commentary, answer) = response.split_answer();
+        assert_eq!(commentary, vec![&response.messages[0]]);
+        assert_eq!(answer.as_deref(), Some("Done."));
     }
 
     #[test]
@@ -173,13 +184,13 @@ mod tests {
         let mut response = ModelResponse::default();
         response.push_text(None, "a");
         response.push_text(None, "b");
-        assert_eq!(response.final_message().as_deref(), Some("ab"));
+        assert_eq!(response.split_answer(), (vec![], Some("ab".to_string())));
         let mut commentary_only = ModelResponse::default();
         commentary_only.push_text(Some(MessagePhase::Commentary), "thinking aloud");
         assert_eq!(
-            commentary_only.final_message().as_deref(),
-            Some("thinking aloud")
+            commentary_only.split_answer(),
+            (vec![], Some("thinking aloud".to_string()))
         );
-        assert_eq!(ModelResponse::default().final_message(), None);
+        assert_eq!(ModelResponse::default().split_answer(), (vec![], None));
     }
 }

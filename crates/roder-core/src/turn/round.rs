@@ -10,7 +10,7 @@ use roder_api::transcript::TranscriptItem;
 
 use crate::policy;
 use crate::turn::context::TurnContext;
-use crate::turn::model::{self, ModelResponse};
+use crate::turn::model::{self, ModelResponse, PhasedText};
 use crate::turn::record::OpenCalls;
 use crate::turn::tool_call;
 
@@ -61,24 +61,28 @@ pub(crate) async fn run_rounds(
             }))
             .await?;
         }
-        record_output(ctx, &response).await?;
-        if response.tool_calls.is_empty() || response.cut_off_call.is_some() {
-            return Ok(finished(response, usage));
+        let last = response.tool_calls.is_empty() || response.cut_off_call.is_some();
+        if !response.reasoning.is_empty() {
+            ctx.append(TranscriptItem::Reasoning {
+                text: response.reasoning.clone(),
+            })
+            .await?;
         }
+        if last {
+            // The answer is stored once, in `TurnCompleted`; only the
+            // commentary before it becomes transcript messages here.
+            let (commentary, answer) = response.split_answer();
+            append_messages(ctx, commentary).await?;
+            return Ok(finished(&response, answer, usage));
+        }
+        append_messages(ctx, response.messages.iter().collect()).await?;
         run_tool_calls(ctx, open_calls, &response).await?;
     }
 }
 
-/// Appends what the model said (reasoning, then each phase's text) to the
-/// transcript.
-async fn record_output(ctx: TurnContext<'_>, response: &ModelResponse) -> anyhow::Result<()> {
-    if !response.reasoning.is_empty() {
-        ctx.append(TranscriptItem::Reasoning {
-            text: response.reasoning.clone(),
-        })
-        .await?;
-    }
-    for message in &response.messages {
+/// Appends each phase's text as a transcript message.
+async fn append_messages(ctx: TurnContext<'_>, messages: Vec<&PhasedText>) -> anyhow::Result<()> {
+    for message in messages {
         if !message.text.is_empty() {
             ctx.append(TranscriptItem::AssistantMessage {
                 text: message.text.clone(),
@@ -92,7 +96,7 @@ async fn record_output(ctx: TurnContext<'_>, response: &ModelResponse) -> anyhow
 /// The turn's outcome from its last response. A tool call cut off
 /// mid-arguments is not run: the answer is incomplete, and so is one the
 /// output limit or a refusal ended.
-fn finished(response: ModelResponse, usage: TokenUsage) -> TurnSuccess {
+fn finished(response: &ModelResponse, answer: Option<String>, usage: TokenUsage) -> TurnSuccess {
     let incomplete = match (&response.cut_off_call, &response.stop_reason) {
         (Some(call), _) => Some(IncompleteAnswer::ToolCallTruncated {
             call_id: call.call_id.clone(),
@@ -104,9 +108,9 @@ fn finished(response: ModelResponse, usage: TokenUsage) -> TurnSuccess {
         (None, _) => None,
     };
     TurnSuccess {
-        final_message: response.final_message(),
+        final_message: answer,
         usage,
-        stop_reason: response.stop_reason,
+        stop_reason: response.stop_reason.clone(),
         incomplete,
     }
 }
