@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::events::{EventEnvelope, RoderEvent};
+use crate::events::EventEnvelope;
 use crate::remote_runner::{RunnerDestination, RunnerSessionState, ThreadRunnerBinding};
 use crate::tools::ToolSpec;
 use crate::transcript::TranscriptItem;
