@@ -596,6 +596,86 @@ mod tests {
         assert_eq!(calls[1].arguments, "{}");
     }
 
+    fn stop_reason(events: &[InferenceEvent]) -> Option<String> {
+        match events.last() {
+            Some(InferenceEvent::Completed(metadata)) => metadata.stop_reason.clone(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_tool_use_cut_off_by_max_tokens_is_left_open() {
+        // As recorded: the input stops mid-string and no block stop comes.
+        let stream = MessagesStream::new("m")
+            .tool_use("toolu_1", "shell", &["{\"cmd\":\"ls\"}"])
+            .raw(
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "tool_use", "id": "toolu_2",
+                    "name": "write_file", "input": {}}}),
+            )
+            .raw(
+                "content_block_delta",
+                json!({"index": 1, "delta": {"type": "input_json_delta",
+                    "partial_json": "{\"path\": \"taxes.txt"}}),
+            )
+            .stop("max_tokens");
+        let (events, end) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        assert_eq!(end, Ok(()));
+        let completed = calls(&events);
+        assert_eq!(completed.len(), 1, "{completed:?}");
+        assert_eq!(completed[0].id, "toolu_1");
+        assert!(events.iter().any(|event| matches!(
+            event,
+            InferenceEvent::ToolCallArgumentsDelta(delta) if delta.id == "toolu_2"
+        )));
+        assert_eq!(stop_reason(&events).as_deref(), Some("max_tokens"));
+
+        // Stopped but still not JSON, and the limit did not end the message:
+        // the runtime gets it (and answers the malformed input).
+        let stream = MessagesStream::new("m")
+            .tool_use("toolu_3", "shell", &["{\"cmd\":"])
+            .stop("tool_use");
+        let (events, _) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        assert_eq!(calls(&events).len(), 1);
+        let stream = MessagesStream::new("m")
+            .tool_use("toolu_4", "shell", &["{\"cmd\":"])
+            .stop("max_tokens");
+        let (events, _) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        assert!(calls(&events).is_empty());
+    }
+
+    #[test]
+    fn a_refusal_without_text_says_why() {
+        let stream = MessagesStream::new("m")
+            .text(&[])
+            .raw(
+                "message_delta",
+                json!({"delta": {"stop_reason": "refusal", "stop_details": {"type": "refusal",
+                    "explanation": "This request was refused due to policy."}},
+                    "usage": {"output_tokens": 0, "output_tokens_details": {"thinking_tokens": 3}}}),
+            )
+            .raw("message_stop", json!({}))
+            .unfinished();
+        let (events, end) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        assert_eq!(end, Ok(()));
+        assert_eq!(
+            concat(&events, false),
+            "This request was refused due to policy."
+        );
+        assert_eq!(stop_reason(&events).as_deref(), Some("refusal"));
+        assert!(events.iter().any(|event| matches!(
+            event,
+            InferenceEvent::Usage(TokenUsage {
+                reasoning_tokens: 3,
+                ..
+            })
+        )));
+        // A refusal with text of its own keeps just that text.
+        let stream = MessagesStream::new("m").text(&["No."]).stop("refusal");
+        let (events, _) = decode_at(MessagesDecoder::default(), &stream.body(), 0);
+        assert_eq!(concat(&events, false), "No.");
+    }
+
     #[test]
     fn error_events_and_truncation() {
         let overloaded = MessagesStream::new("m").error("overloaded_error", "Overloaded");

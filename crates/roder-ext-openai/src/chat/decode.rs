@@ -506,6 +506,60 @@ mod tests {
         ));
     }
 
+    fn stop_reason(events: &[InferenceEvent]) -> Option<String> {
+        match events.last() {
+            Some(InferenceEvent::Completed(metadata)) => metadata.stop_reason.clone(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_streams_as_text_and_says_refusal() {
+        let stream = ChatStream::new()
+            .refusal("I'm sorry,")
+            .refusal(" I can't help")
+            .finish("stop")
+            .done();
+        let (events, end) = decode(&stream.body(), &[]);
+        assert_eq!(end, Ok(()));
+        assert_eq!(text(&events), "I'm sorry, I can't help");
+        assert_eq!(stop_reason(&events).as_deref(), Some("refusal"));
+        let plain = ChatStream::new().text("fine").finish("stop").done();
+        let (events, _) = decode(&plain.body(), &[]);
+        assert_eq!(stop_reason(&events).as_deref(), Some("stop"));
+    }
+
+    #[test]
+    fn a_call_cut_off_by_the_output_limit_is_left_open() {
+        let stream = ChatStream::new()
+            .tool_call(0, "call_a", "shell", &["{\"cmd\":", "\"ls\"}"])
+            .tool_call(
+                1,
+                "call_b",
+                "write_file",
+                &["{\"path\":\"a\",\"text\":\"hal"],
+            )
+            .finish("length")
+            .done();
+        let (events, end) = decode(&stream.body(), &[]);
+        assert_eq!(end, Ok(()));
+        let completed = calls(&events);
+        assert_eq!(completed.len(), 1, "{completed:?}");
+        assert_eq!(completed[0].id, "call_a");
+        assert!(events.iter().any(|event| matches!(
+            event,
+            InferenceEvent::ToolCallArgumentsDelta(delta) if delta.id == "call_b"
+        )));
+        assert_eq!(stop_reason(&events).as_deref(), Some("length"));
+        // Without the limit, malformed arguments still reach the runtime.
+        let stream = ChatStream::new()
+            .tool_call(0, "call_c", "shell", &["{\"cmd\":"])
+            .finish("tool_calls")
+            .done();
+        let (events, _) = decode(&stream.body(), &[]);
+        assert_eq!(calls(&events).len(), 1);
+    }
+
     #[test]
     fn garbage_is_a_protocol_error() {
         let (_, end) = decode(b"data: {not json\n\n", &[]);

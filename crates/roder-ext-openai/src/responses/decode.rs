@@ -788,6 +788,142 @@ mod tests {
         ));
     }
 
+    fn stop_reason(events: &[InferenceEvent]) -> Option<String> {
+        match events.last() {
+            Some(InferenceEvent::Completed(metadata)) => metadata.stop_reason.clone(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn text_only_in_the_finished_item_is_sent_once() {
+        let stream = ResponsesStream::new("r")
+            .message_done_only("whole answer")
+            .completed();
+        let (events, end) = decode_at(&stream.body(), 0);
+        assert_eq!(end, Ok(()));
+        assert_eq!(concat(&events, false), "whole answer");
+        // Deltas, then `output_text.done`, `output_item.done` and
+        // `response.completed` with the same text: no copy.
+        let stream = ResponsesStream::new("r").message(&["a", "b"]).completed();
+        let (events, _) = decode_at(&stream.body(), 0);
+        assert_eq!(concat(&events, false), "ab");
+    }
+
+    #[test]
+    fn finished_text_completes_what_the_deltas_left_out() {
+        let stream = ResponsesStream::new("r")
+            .raw(
+                "response.output_item.added",
+                serde_json::json!({"output_index": 0, "item": {"id": "m", "type": "message",
+                    "phase": "final_answer", "content": []}}),
+            )
+            .raw(
+                "response.output_text.delta",
+                serde_json::json!({"item_id": "m", "output_index": 0, "content_index": 0,
+                    "delta": "Here are"}),
+            )
+            .raw(
+                "response.output_text.done",
+                serde_json::json!({"item_id": "m", "output_index": 0, "content_index": 0,
+                    "text": "Here are the headlines."}),
+            )
+            .raw(
+                "response.output_item.done",
+                serde_json::json!({"output_index": 0, "item": {"id": "m", "type": "message",
+                    "phase": "final_answer",
+                    "content": [{"type": "output_text", "text": "Here are the headlines."}]}}),
+            )
+            .completed();
+        let (events, _) = decode_at(&stream.body(), 0);
+        assert_eq!(concat(&events, false), "Here are the headlines.");
+        assert!(events.iter().all(|event| !matches!(
+            event,
+            InferenceEvent::MessageDelta(MessageDelta { phase, .. })
+                if *phase != Some(MessagePhase::FinalAnswer)
+        )));
+    }
+
+    #[test]
+    fn items_are_matched_by_output_index_when_ids_rotate() {
+        let stream = ResponsesStream::new("r")
+            .raw(
+                "response.output_text.delta",
+                serde_json::json!({"item_id": "id-1", "output_index": 0, "content_index": 0,
+                    "delta": "one"}),
+            )
+            .raw(
+                "response.output_item.done",
+                serde_json::json!({"output_index": 0, "item": {"id": "id-2", "type": "message",
+                    "content": [{"type": "output_text", "text": "one"}]}}),
+            )
+            .completed();
+        let (events, _) = decode_at(&stream.body(), 0);
+        assert_eq!(concat(&events, false), "one");
+    }
+
+    #[test]
+    fn a_finished_text_that_disagrees_with_the_deltas_is_sent_whole_once() {
+        let stream = ResponsesStream::new("r")
+            .raw(
+                "response.output_text.delta",
+                serde_json::json!({"item_id": "m", "output_index": 0, "delta": "XXXX"}),
+            )
+            .raw(
+                "response.output_text.done",
+                serde_json::json!({"item_id": "m", "output_index": 0, "text": "Final."}),
+            )
+            .raw(
+                "response.output_item.done",
+                serde_json::json!({"output_index": 0, "item": {"id": "m", "type": "message",
+                    "content": [{"type": "output_text", "text": "Final."}]}}),
+            )
+            .completed();
+        let (events, _) = decode_at(&stream.body(), 0);
+        assert_eq!(concat(&events, false), "XXXXFinal.");
+    }
+
+    #[test]
+    fn a_refusal_streams_as_text_and_says_refusal() {
+        let stream = ResponsesStream::new("r")
+            .refusal(&["I can't", " help with that."])
+            .completed();
+        let (events, end) = decode_at(&stream.body(), 0);
+        assert_eq!(end, Ok(()));
+        assert_eq!(concat(&events, false), "I can't help with that.");
+        assert_eq!(stop_reason(&events).as_deref(), Some("refusal"));
+    }
+
+    #[test]
+    fn a_call_cut_off_by_the_output_limit_is_never_completed() {
+        let stream = ResponsesStream::new("r")
+            .function_call("call_a", "shell", &["{\"cmd\":\"ls\"}"])
+            .function_call_added("call_b", "write_file")
+            .function_call_delta("call_b", "{\"path\":\"a\",\"te")
+            .incomplete("max_output_tokens");
+        let (events, end) = decode_at(&stream.body(), 0);
+        assert_eq!(end, Ok(()));
+        let completed = calls(&events);
+        assert_eq!(completed.len(), 1, "{completed:?}");
+        assert_eq!(completed[0].id, "call_a");
+        assert!(events.iter().any(|event| matches!(
+            event,
+            InferenceEvent::ToolCallArgumentsDelta(delta) if delta.id == "call_b"
+        )));
+        assert_eq!(stop_reason(&events).as_deref(), Some("max_output_tokens"));
+    }
+
+    #[test]
+    fn summaries_of_separate_reasoning_items_are_separate_paragraphs() {
+        let stream = ResponsesStream::new("r")
+            .reasoning_summary(&[&["first"]])
+            .reasoning_summary(&[&["second"]])
+            .message(&["ok"])
+            .completed();
+        let (events, _) = decode_at(&stream.body(), 0);
+        assert_eq!(concat(&events, true), "first\n\nsecond");
+    }
+
     #[test]
     fn failures_and_truncation() {
         let failed = ResponsesStream::new("r").failed("server_error", "boom");

@@ -76,6 +76,11 @@ impl ChatStream {
         self.delta(json!({"content": fragment}))
     }
 
+    /// A refusal fragment (`delta.refusal`), as OpenAI streams a refusal.
+    pub fn refusal(self, fragment: &str) -> Self {
+        self.delta(json!({"content": null, "refusal": fragment}))
+    }
+
     /// A reasoning fragment as DeepSeek, vLLM and llama.cpp send it
     /// (`reasoning_content`).
     pub fn reasoning(self, fragment: &str) -> Self {

@@ -123,6 +123,59 @@ impl ResponsesStream {
         self
     }
 
+    /// An assistant message that arrives whole in `output_item.done`, with
+    /// no deltas (as some compatible servers and test fixtures send it).
+    pub fn message_done_only(mut self, text: &str) -> Self {
+        let index = self.output.len();
+        let item = json!({
+            "id": format!("msg_{index}"), "type": "message", "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        });
+        self.output.push(item.clone());
+        self.event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+        self
+    }
+
+    /// A refusal: a message whose content part is `refusal`, streamed as
+    /// `response.refusal.delta`s.
+    pub fn refusal(mut self, fragments: &[&str]) -> Self {
+        let index = self.output.len();
+        let item_id = format!("msg_{index}");
+        let item = json!({"id": item_id, "type": "message", "status": "in_progress",
+                          "role": "assistant", "content": []});
+        self.output.push(item.clone());
+        self.event(
+            "response.output_item.added",
+            json!({"output_index": index, "item": item}),
+        );
+        for fragment in fragments {
+            self.event(
+                "response.refusal.delta",
+                json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                       "delta": fragment}),
+            );
+        }
+        let refusal: String = fragments.concat();
+        self.event(
+            "response.refusal.done",
+            json!({"item_id": item_id, "output_index": index, "content_index": 0,
+                   "refusal": refusal}),
+        );
+        let done = json!({"id": item_id, "type": "message", "status": "completed",
+                          "role": "assistant",
+                          "content": [{"type": "refusal", "refusal": refusal}]});
+        self.output[index] = done.clone();
+        self.event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": done}),
+        );
+        self
+    }
+
     /// A reasoning item whose summary parts stream in `parts` of fragments.
     pub fn reasoning_summary(mut self, parts: &[&[&str]]) -> Self {
         let index = self.output.len();
