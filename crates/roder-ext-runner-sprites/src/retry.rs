@@ -5,8 +5,8 @@
 //! a create) are retried on 5xx, 429 and refused connections. Any request is
 //! repeated when the sprite's process supervisor refused it with 503
 //! "Process not ready": the live server answers that from a middleware in
-//! front of `/exec` while the supervisor starts (right after a create, or a
-//! cold wake), before anything ran. Other execs, sprite creation and
+//! front of `/exec` while the supervisor starts (right after a create, and
+//! presumably on a cold wake), before anything ran. Other execs, sprite creation and
 //! checkpoints are otherwise sent once, because a repeat could run a
 //! command twice or create a second sprite.
 
