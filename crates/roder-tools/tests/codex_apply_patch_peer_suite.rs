@@ -216,6 +216,11 @@ where
     Fut: std::future::Future<Output = Harness>,
 {
     let Some(suite) = suite_dir() else {
+        assert!(
+            std::env::var_os("RODER_REQUIRE_PEER_SUITES").is_none(),
+            "RODER_REQUIRE_PEER_SUITES is set but the Codex apply-patch peer suite is not at {}",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(SUITE).display()
+        );
         println!(
             "SKIPPED: the Codex apply-patch peer suite is not at {} \
              (CI provides it; `.ci/run` fails without it)",
