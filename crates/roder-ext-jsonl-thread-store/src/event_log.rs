@@ -60,12 +60,15 @@ pub(crate) fn append(path: &Path, thread_id: &str, batch: Batch<'_>) -> anyhow::
         .with_context(|| format!("cannot stat `{}`", path.display()))?;
     let tail = match tail::cached(path, &metadata) {
         Some(tail) => tail,
-        None => tail::scan(&file, metadata.len())
-            .with_context(|| format!("cannot read the end of `{}`", path.display()))?,
+        None => {
+            let tail = tail::scan(&file, metadata.len())
+                .with_context(|| format!("cannot read the end of `{}`", path.display()))?;
+            if tail.ends_with_newline {
+                tail::remember(path, &metadata, metadata.len(), tail.last_seq);
+            }
+            tail
+        }
     };
-    if tail.ends_with_newline {
-        tail::remember(path, &metadata, metadata.len(), tail.last_seq);
-    }
     if Some(batch.first_seq) != tail.last_seq.checked_add(1) {
         bail!(
             "append of seq {} to thread \"{thread_id}\" refused: its log `{}` ends at seq {}, so the next seq is {}; another writer may be appending to this thread (take its writer lease before writing)",

@@ -138,7 +138,12 @@ pub(crate) fn remember(path: &Path, metadata: &Metadata, len: u64, last_seq: u64
         len,
         last_seq,
     };
-    with_seen(|map| map.insert(path.to_path_buf(), entry));
+    with_seen(|map| match map.get_mut(path) {
+        Some(seen) => *seen = entry,
+        None => {
+            map.insert(path.to_path_buf(), entry);
+        }
+    });
 }
 
 /// Drops what is known about `path` (after a failed write, whose effect on
