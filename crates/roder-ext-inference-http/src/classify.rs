@@ -88,23 +88,22 @@ pub fn is_retryable_status(status: u16) -> bool {
 
 /// The retry class of one failure. The rules, in order:
 ///
-/// 1. `x-should-retry: true|false` is the server's own answer and wins.
-/// 2. A status that is not retryable (400, 401, 403, 404, 413, 422, ...)
-///    is permanent.
-/// 3. A retryable status (or, inside a stream, a transient code) whose
-///    body says the request cannot succeed (a permanent type or code, or
-///    a message saying the request is too large) is doubtful.
-/// 4. A retryable status is transient; inside a stream, a transient code
-///    is, and anything else (unknown codes included) is permanent, because
-///    a server that accepted the request and then gave up rarely changes
-///    its mind.
+/// 1. `x-should-retry: false` is the server's own answer: permanent.
+/// 2. Worth retrying at all are: `x-should-retry: true`, a retryable
+///    status (408, 409, 429, 5xx), and, inside a stream, a transient type
+///    or code (`rate_limit_exceeded`, `overloaded_error`, ...). Anything
+///    else is permanent: a status such as 400, 401, 403, 404, 413 or 422,
+///    and an in-stream error of a permanent or unknown kind, because a
+///    server that accepted the request and then gave up on it rarely
+///    changes its mind.
+/// 3. What is worth retrying but whose body says the request cannot
+///    succeed (a permanent type or code such as `insufficient_quota`, or a
+///    message saying the request is too large) is doubtful: one more
+///    attempt, then the provider's message.
+/// 4. The rest is transient.
 pub fn classify(report: FailureReport<'_>) -> RetryClass {
-    if let Some(should_retry) = report.should_retry {
-        return if should_retry {
-            RetryClass::Transient
-        } else {
-            RetryClass::Permanent
-        };
+    if report.should_retry == Some(false) {
+        return RetryClass::Permanent;
     }
     let listed = |list: &[&str]| {
         [report.kind, report.code]
@@ -113,11 +112,11 @@ pub fn classify(report: FailureReport<'_>) -> RetryClass {
             .any(|word| list.contains(&word))
     };
     let cannot_succeed = listed(PERMANENT) || says_too_large(report.message);
-    let retryable = match report.status {
-        Some(status) if !is_retryable_status(status) => return RetryClass::Permanent,
-        Some(_) => true,
-        None => listed(TRANSIENT),
-    };
+    let retryable = report.should_retry == Some(true)
+        || match report.status {
+            Some(status) => is_retryable_status(status),
+            None => listed(TRANSIENT),
+        };
     match (retryable, cannot_succeed) {
         (true, true) => RetryClass::Doubtful,
         (true, false) => RetryClass::Transient,
@@ -207,7 +206,21 @@ mod tests {
     }
 
     #[test]
-    fn the_should_retry_header_wins() {
+    fn the_should_retry_header_decides_whether_but_not_how_often() {
+        let report = FailureReport {
+            status: Some(503),
+            should_retry: Some(false),
+            ..FailureReport::default()
+        };
+        assert_eq!(classify(report), RetryClass::Permanent);
+        let report = FailureReport {
+            status: Some(400),
+            should_retry: Some(true),
+            ..FailureReport::default()
+        };
+        assert_eq!(classify(report), RetryClass::Transient);
+        // A quota answer stays doubtful: the header cannot buy it more
+        // than one more attempt.
         let report = FailureReport {
             status: Some(429),
             kind: Some("insufficient_quota"),
@@ -215,13 +228,15 @@ mod tests {
             should_retry: Some(true),
             ..FailureReport::default()
         };
-        assert_eq!(classify(report), RetryClass::Transient);
+        assert_eq!(classify(report), RetryClass::Doubtful);
         let report = FailureReport {
-            status: Some(503),
-            should_retry: Some(false),
+            status: Some(429),
+            kind: Some("rate_limit_error"),
+            message: "would exceed your rate limit, try again later",
+            should_retry: Some(true),
             ..FailureReport::default()
         };
-        assert_eq!(classify(report), RetryClass::Permanent);
+        assert_eq!(classify(report), RetryClass::Transient);
     }
 
     #[test]
