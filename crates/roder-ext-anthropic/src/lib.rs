@@ -11,12 +11,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The engine retries 408/429/5xx answers (529 "overloaded" included),
-//! unreachable servers, `overloaded_error` events and streams that break
-//! before delivering anything, as `ctx.reliability` allows and honouring
-//! `Retry-After`; it never retries once part of a response was delivered,
-//! stops at once when `ctx.cancellation` fires, and reports errors a user
-//! can act on ([`ProviderError`]).
+//! The engine retries transient failures (429 rate limits, 5xx and 529
+//! "overloaded", unreachable servers, `overloaded_error` events and streams
+//! that break before delivering anything) as `ctx.reliability` allows,
+//! obeying `x-should-retry` and honouring `Retry-After` in both its forms;
+//! permanent errors (400, 401, 403, 404, 413, `invalid_request_error`) fail
+//! at once ([`RetryClass`]). It never retries once part of a response was
+//! delivered, stops at once when `ctx.cancellation` fires, and reports
+//! errors a user can act on ([`ProviderError`]). A tool use cut off by
+//! `max_tokens` is never completed.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -30,4 +33,4 @@ pub use config::AnthropicConfig;
 pub use engine::AnthropicEngine;
 // The HTTP plumbing is shared with the other engine crates; its public
 // names are re-exported so callers need not depend on it directly.
-pub use roder_ext_inference_http::{ApiKeySource, ProviderError, is_retryable_status};
+pub use roder_ext_inference_http::{ApiKeySource, ProviderError, RetryClass, is_retryable_status};

@@ -19,11 +19,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Both engines retry 408/429/5xx answers, unreachable servers and streams
-//! that break before delivering anything, as `ctx.reliability` allows and
-//! honouring `Retry-After`; they never retry once part of a response was
-//! delivered, stop at once when `ctx.cancellation` fires, and report errors
-//! a user can act on ([`ProviderError`]).
+//! Both engines retry transient failures (rate limits, overloads, 5xx,
+//! unreachable servers, streams that break before delivering anything) as
+//! `ctx.reliability` allows, honouring `Retry-After` in both its forms;
+//! quota exhaustion and requests too large get one more attempt at most,
+//! other permanent errors none ([`RetryClass`]). They never retry once part
+//! of a response was delivered, stop at once when `ctx.cancellation` fires,
+//! and report errors a user can act on ([`ProviderError`]). Refusals stream
+//! as text with the stop reason `refusal`; a tool call cut off by the
+//! output limit is never completed.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -38,4 +42,4 @@ pub use config::OpenAiConfig;
 pub use responses::OpenAiResponsesEngine;
 // The HTTP plumbing is shared with the other engine crates; its public
 // names are re-exported so callers need not depend on it directly.
-pub use roder_ext_inference_http::{ApiKeySource, ProviderError, is_retryable_status};
+pub use roder_ext_inference_http::{ApiKeySource, ProviderError, RetryClass, is_retryable_status};
