@@ -122,9 +122,15 @@ impl Exchange {
                 error
             });
         }
-        if class == RetryClass::Doubtful {
+        let retry_after = if class == RetryClass::Doubtful {
+            // Waiting does not make a used-up quota or a request too large
+            // for the limit succeed: the one confirming attempt waits only
+            // the computed backoff, so the error comes back quickly.
             self.doubtful_retries += 1;
-        }
+            None
+        } else {
+            retry_after
+        };
         let delay = delay_before(&self.reliability, self.attempts + 1, retry_after);
         tracing::warn!(
             provider = %self.provider,

@@ -18,11 +18,22 @@ async fn a_quota_429_is_tried_once_more_then_fails_with_the_providers_message() 
     for api in APIS {
         let server = FakeModelServer::start().await.unwrap();
         for _ in 0..3 {
-            server.push(FakeError::new(429, QUOTA).kind("insufficient_quota"));
+            // An hour's Retry-After: the confirming attempt must not wait
+            // it (`ask` gives up after 10 s).
+            server.push(
+                FakeError::new(429, QUOTA)
+                    .kind("insufficient_quota")
+                    .retry_after("3600"),
+            );
         }
         server.push(api.text_reply("never reached"));
         let engine = api.engine(config(&server));
-        let error = ask(engine.as_ref(), &reliability(4), request(vec![user("hi")]))
+        let reliability = ReliabilityConfig {
+            max_attempts: 4,
+            initial_backoff_ms: 1,
+            max_backoff_ms: 3_600_000,
+        };
+        let error = ask(engine.as_ref(), &reliability, request(vec![user("hi")]))
             .await
             .unwrap_err();
         assert_eq!(
