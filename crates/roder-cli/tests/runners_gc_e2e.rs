@@ -8,126 +8,13 @@
 //! a missing image fails. Every container carries a `roder-test` label unique
 //! to the run, and a guard removes them all however the test ends.
 
-use std::collections::HashMap;
+mod docker_support;
+
 use std::path::Path;
-use std::time::Duration;
 
-use roder_ext_runner_docker::bollard::Docker;
-use roder_ext_runner_docker::bollard::query_parameters::{
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-};
-use roder_ext_runner_docker::{DockerRunnerProvider, labels};
+use docker_support::{docker_or_skip, home_with_docker_runner, roder, thread_id_from};
+use roder_ext_runner_docker::labels;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
-
-const IMAGE: &str = "roder-sandbox:latest";
-const TEST_LABEL: &str = "roder-test";
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(args)
-            .current_dir(workspace)
-            .env("RODER_HOME", home)
-            .env("FAKE_MODEL_KEY", "test-key")
-            .env_remove("RODER_MODEL")
-            .output(),
-    )
-    .await
-    .expect("roder should finish within 120 s")
-    .unwrap();
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
-}
-
-/// Removes every container labelled with this run's label when dropped.
-struct Containers {
-    docker: Docker,
-    label: String,
-}
-
-impl Containers {
-    /// This run's containers (any state): id → labels.
-    async fn list(&self) -> HashMap<String, HashMap<String, String>> {
-        list_labelled(&self.docker, &self.label).await
-    }
-}
-
-async fn list_labelled(docker: &Docker, label: &str) -> HashMap<String, HashMap<String, String>> {
-    let filters = HashMap::from([("label", vec![format!("{TEST_LABEL}={label}")])]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    docker
-        .list_containers(Some(options))
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|summary| Some((summary.id?, summary.labels.unwrap_or_default())))
-        .collect()
-}
-
-impl Drop for Containers {
-    fn drop(&mut self) {
-        let docker = self.docker.clone();
-        let label = self.label.clone();
-        // The test's runtime is shutting down: clean up on a runtime of our
-        // own, on another thread.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                for id in list_labelled(&docker, &label).await.into_keys() {
-                    let options = RemoveContainerOptionsBuilder::default()
-                        .force(true)
-                        .v(true)
-                        .build();
-                    let _ = docker.remove_container(&id, Some(options)).await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-/// A home whose model is the fake server and whose runner `box` is a kept
-/// docker container labelled for this run.
-fn home_with_docker_runner(server: &FakeModelServer, label: &str) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!(
-            "model = \"fake/test-model\"\n\n\
-             [providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n\n\
-             [runners.box]\nprovider = \"docker\"\n\
-             config = {{ image = \"{IMAGE}\", cleanup = \"keep\", labels = {{ \"{TEST_LABEL}\" = \"{label}\" }} }}\n",
-            server.openai_base_url()
-        ),
-    )
-    .unwrap();
-    home
-}
 
 /// Runs one docker-bound turn in `home` (a command in the container) and
 /// returns the new thread's id.
@@ -161,31 +48,17 @@ fn line_about<'a>(stdout: &'a str, container: &str) -> &'a str {
 
 #[tokio::test]
 async fn gc_of_one_home_never_touches_another_homes_sandbox() {
-    if !roder_ext_runner_docker::daemon_socket_present() {
-        eprintln!(
-            "\n!!! SKIPPING gc_of_one_home_never_touches_another_homes_sandbox: no Docker daemon socket at {} and DOCKER_HOST is unset !!!\n",
-            roder_ext_runner_docker::DEFAULT_SOCKET
-        );
+    let Some(containers) =
+        docker_or_skip("gc_of_one_home_never_touches_another_homes_sandbox").await
+    else {
         return;
-    }
-    let docker = DockerRunnerProvider::connect()
-        .unwrap()
-        .docker()
-        .await
-        .expect("the Docker daemon answers");
-    assert!(
-        docker.inspect_image(IMAGE).await.is_ok(),
-        "the test image {IMAGE} is missing: run scripts/build-sandbox-image.sh"
-    );
-    let containers = Containers {
-        docker,
-        label: format!("gc-e2e-{}-{}", std::process::id(), unique_suffix()),
     };
     let server = FakeModelServer::start().await.unwrap();
     server.require_api_key("test-key");
     let workspace = tempfile::tempdir().unwrap();
-    let home_a = home_with_docker_runner(&server, &containers.label);
-    let home_b = home_with_docker_runner(&server, &containers.label);
+    let kept = r#"cleanup = "keep""#;
+    let home_a = home_with_docker_runner(&server.openai_base_url(), &containers, kept);
+    let home_b = home_with_docker_runner(&server.openai_base_url(), &containers, kept);
 
     let thread_a = docker_thread(&server, home_a.path(), workspace.path()).await;
     let thread_b = docker_thread(&server, home_b.path(), workspace.path()).await;
@@ -259,12 +132,4 @@ async fn gc_of_one_home_never_touches_another_homes_sandbox() {
         "{}",
         from_a.stderr
     );
-}
-
-/// A suffix that keeps two runs' labels apart.
-fn unique_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or_default()
 }

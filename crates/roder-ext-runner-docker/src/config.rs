@@ -235,18 +235,22 @@ impl Fields<'_> {
         let workspace = self.clean_dir(WORKSPACE_CONFIG_KEY)?;
         let workdir = self.clean_dir("workdir")?;
         let working_dir = self.clean_dir("working_dir")?;
-        if let (Some(a), Some(b)) = (&workdir, &working_dir)
-            && a != b
-        {
-            bail!(
-                "docker {} fields `workdir` ({a:?}) and `working_dir` ({b:?}) disagree; set one",
-                self.source
-            );
+        if let Some(workspace) = workspace {
+            for (field, value) in [("workdir", &workdir), ("working_dir", &working_dir)] {
+                if let Some(value) = value
+                    && *value != workspace
+                {
+                    bail!(
+                        "docker {} sets `{field}` to {value:?} but the thread is bound at workspace {workspace:?}; file tools and commands must use one root, so set `{field}` to {workspace:?} or remove it",
+                        self.source
+                    );
+                }
+            }
+            return Ok(workspace);
         }
-        let configured = workdir.or(working_dir);
-        match (workspace, configured) {
-            (Some(workspace), Some(configured)) if workspace != configured => bail!(
-                "docker {} sets `workdir` to {configured:?} but the thread is bound at workspace {workspace:?}; file tools and commands must use one root, so set `workdir` to {workspace:?} or remove it",
+        match (workdir, working_dir) {
+            (Some(a), Some(b)) if a != b => bail!(
+                "docker {} fields `workdir` ({a:?}) and `working_dir` ({b:?}) disagree; set one",
                 self.source
             ),
             (Some(chosen), _) | (None, Some(chosen)) => Ok(chosen),
@@ -589,7 +593,12 @@ mod tests {
             assert!(message.contains("\"/srv/app\""), "{message}");
             assert!(message.contains("\"/workspace\""), "{message}");
             assert!(message.contains("bound at workspace"), "{message}");
+            assert!(message.contains(&format!("`{field}`")), "{message}");
         }
+        let both = error(
+            json!({"image": "i", "workspace": "/srv/app", "working_dir": "/srv/app", "workdir": "/workspace"}),
+        );
+        assert!(both.contains("sets `workdir` to \"/workspace\""), "{both}");
         assert!(error(json!({"image": "i", "workspace": "srv"})).contains("`workspace`"));
         assert!(error(json!({"image": "i", "workspace": 3})).contains("`workspace`"));
     }
