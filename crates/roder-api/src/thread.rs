@@ -42,6 +42,10 @@ pub struct ThreadMetadata {
     /// The last known session, to resume instead of creating a new one.
     #[serde(default)]
     pub runner_state: Option<RunnerSessionState>,
+    /// The thread's own sandbox policy, when it has one; otherwise its
+    /// runner destination's, else the runtime's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox_policy::SandboxPolicy>,
     #[serde(default)]
     pub archived: bool,
     #[serde(with = "time::serde::rfc3339")]

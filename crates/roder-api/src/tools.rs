@@ -13,6 +13,7 @@ use crate::command_shell::CommandShell;
 use crate::extension::ToolProviderId;
 use crate::policy_mode::PolicyMode;
 use crate::remote_runner::RemoteWorkspace;
+use crate::sandbox_policy::SandboxPolicy;
 
 /// Tools that read or change a workspace, decided by name whoever registered
 /// them. A runner-bound thread provisions its runner for these and only these;
@@ -150,6 +151,12 @@ pub struct ToolExecutionContext {
     pub policy_mode: PolicyMode,
     /// Cancelled when the turn is interrupted; long-running tools stop.
     pub cancellation: CancellationToken,
+    /// How commands of a local workspace are confined (a runner session
+    /// received its thread's policy when it was created).
+    pub sandbox: SandboxPolicy,
+    /// Variables holding a configured provider's credential: never in a
+    /// command's environment, whatever the policy passes.
+    pub credential_vars: Vec<String>,
 }
 
 impl ToolExecutionContext {
@@ -164,6 +171,11 @@ impl ToolExecutionContext {
             command_shell: CommandShell::default(),
             policy_mode: PolicyMode::default(),
             cancellation: CancellationToken::new(),
+            sandbox: SandboxPolicy::default(),
+            credential_vars: crate::sandbox_policy::KNOWN_CREDENTIAL_VARS
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
         }
     }
 

@@ -55,6 +55,7 @@ pub async fn run() -> anyhow::Result<()> {
             runner_destination: None,
             runner_binding: None,
             runner_state: None,
+            sandbox: None,
             archived: false,
             created_at: now,
             updated_at: now,

@@ -83,6 +83,13 @@ pub struct RuntimeConfig {
     /// whose leases expire (a shared database). The runtime renews it every
     /// third of this while it writes; a file-lock store ignores it.
     pub writer_lease_ttl: std::time::Duration,
+    /// How commands are confined unless a thread or its runner destination
+    /// says otherwise (default: enforced, network off).
+    pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
+    /// Environment variables that hold a configured provider's credential
+    /// (an engine's `api_key_env`). Never passed to a command, in addition
+    /// to [`KNOWN_CREDENTIAL_VARS`](roder_api::sandbox_policy::KNOWN_CREDENTIAL_VARS).
+    pub credential_vars: Vec<String>,
 }
 
 impl Default for RuntimeConfig {
@@ -112,11 +119,26 @@ impl Default for RuntimeConfig {
             allow_local_workspaces: true,
             event_buffer_capacity: 4_096,
             writer_lease_ttl: std::time::Duration::from_secs(30),
+            sandbox: Default::default(),
+            credential_vars: Vec::new(),
         }
     }
 }
 
 impl RuntimeConfig {
+    /// Every variable a command must never see: the known credential
+    /// variables and the configured ones.
+    pub fn all_credential_vars(&self) -> Vec<String> {
+        let mut vars: Vec<String> = roder_api::sandbox_policy::KNOWN_CREDENTIAL_VARS
+            .iter()
+            .map(|name| name.to_string())
+            .chain(self.credential_vars.iter().cloned())
+            .collect();
+        vars.sort();
+        vars.dedup();
+        vars
+    }
+
     /// Rejects settings the runtime would otherwise ignore, naming each one.
     pub fn validate(&self) -> anyhow::Result<()> {
         let mut unsupported = Vec::new();

@@ -171,6 +171,8 @@ fn context(
         command_shell: runtime.config.command_shell.clone(),
         policy_mode: runtime.config.policy_mode,
         cancellation: plan.active.cancellation.clone(),
+        sandbox: plan.sandbox.clone(),
+        credential_vars: runtime.config.all_credential_vars(),
     }
 }
 

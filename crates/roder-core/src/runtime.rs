@@ -149,17 +149,43 @@ impl Runtime {
         &self,
         request: CreateThreadRequest,
     ) -> anyhow::Result<ThreadMetadata> {
+        self.create_thread_with_sandbox(request, None).await
+    }
+
+    /// [`create_thread_with`](Self::create_thread_with) with the thread's own
+    /// sandbox policy (`None`: its runner destination's, else the runtime's).
+    /// A runner-bound thread's provider receives the policy in its
+    /// destination config and enforces it in the sandbox it creates.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) -> anyhow::Result<()> {
+    /// use roder_api::sandbox_policy::{NetworkAccess, SandboxPolicy};
+    /// use roder_core::CreateThreadRequest;
+    ///
+    /// let online = SandboxPolicy { network: NetworkAccess::On, ..SandboxPolicy::default() };
+    /// let thread = runtime
+    ///     .create_thread_with_sandbox(CreateThreadRequest::in_workspace("/work/repo"), Some(online))
+    ///     .await?;
+    /// assert!(thread.sandbox.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_thread_with_sandbox(
+        &self,
+        request: CreateThreadRequest,
+        sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
+    ) -> anyhow::Result<ThreadMetadata> {
         reject_unsupported_thread_fields(&request)?;
+        let choice = sandbox.as_ref();
         if let Some(provider) = &request.provider {
             engine_named(&self.engines, provider)?;
         }
         let thread_id = uuid::Uuid::new_v4().to_string();
         let runner_binding = match &request.runner {
             Some(selection) => {
-                Some(binding::bind_selection(&self.providers, &thread_id, selection).await?)
+                Some(binding::bind_selection(&self.providers, &thread_id, selection, choice).await?)
             }
             None => match &self.config.remote_runner_destination {
-                Some(destination) => binding::auto_binding(&self.providers, destination)?,
+                Some(destination) => binding::auto_binding(&self.providers, destination, choice)?,
                 None => None,
             },
         };
@@ -180,6 +206,7 @@ impl Runtime {
             runner_destination,
             runner_binding,
             runner_state: None,
+            sandbox,
             archived: false,
             created_at: now,
             updated_at: now,

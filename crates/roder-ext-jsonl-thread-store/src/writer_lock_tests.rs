@@ -54,6 +54,7 @@ fn metadata(thread_id: &str) -> ThreadMetadata {
         runner_destination: None,
         runner_binding: None,
         runner_state: None,
+        sandbox: None,
         archived: false,
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,

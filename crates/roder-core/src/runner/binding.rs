@@ -9,6 +9,7 @@ use roder_api::remote_runner::{
 };
 
 use roder_api::runner_workspace::{WORKSPACE_CONFIG_KEY, bound_workspace};
+use roder_api::sandbox_policy::{SANDBOX_CONFIG_KEY, SandboxPolicy};
 
 use crate::requests::ThreadRunnerSelection;
 
@@ -46,6 +47,7 @@ pub(crate) async fn bind_selection(
     providers: &Providers,
     thread_id: &str,
     selection: &ThreadRunnerSelection,
+    sandbox: Option<&SandboxPolicy>,
 ) -> anyhow::Result<ThreadRunnerBinding> {
     let provider = provider(providers, &selection.provider_id)?;
     let workspace = absolute_runner_path(&selection.workspace, "workspace")?;
@@ -57,7 +59,10 @@ pub(crate) async fn bind_selection(
     let destination = RunnerDestination {
         id: format!("thread-{thread_id}"),
         provider_id: selection.provider_id.clone(),
-        config: with_bound_workspace(&selection.config, &selection.workspace)?,
+        config: with_sandbox(
+            with_bound_workspace(&selection.config, &selection.workspace)?,
+            sandbox,
+        )?,
         default_manifest: RunnerManifest::default(),
     };
     provider.validate_destination(&destination).await?;
@@ -74,6 +79,7 @@ pub(crate) async fn bind_selection(
 pub(crate) fn auto_binding(
     providers: &Providers,
     destination: &RunnerDestination,
+    sandbox: Option<&SandboxPolicy>,
 ) -> anyhow::Result<Option<ThreadRunnerBinding>> {
     let provider = provider(providers, &destination.provider_id)?;
     let configured = destination
@@ -85,7 +91,10 @@ pub(crate) fn auto_binding(
         return Ok(None);
     };
     let mut destination = destination.clone();
-    destination.config = with_bound_workspace(&destination.config, &workspace)?;
+    destination.config = with_sandbox(
+        with_bound_workspace(&destination.config, &workspace)?,
+        sandbox,
+    )?;
     Ok(Some(ThreadRunnerBinding {
         destination,
         workspace: absolute_runner_path(&workspace, "working_dir")?,
@@ -116,4 +125,41 @@ fn with_bound_workspace(
         serde_json::Value::String(workspace.to_string()),
     );
     Ok(serde_json::Value::Object(object))
+}
+
+/// `config` with the policy the provider enforces under
+/// [`SANDBOX_CONFIG_KEY`]: the thread's own when it has one (a provider that
+/// does not know the key refuses the binding, rather than ignore the
+/// policy), else the destination's own, checked here so a typo fails at
+/// thread creation. The runtime's default is not written: each provider
+/// applies its own confinement until it reads the key.
+fn with_sandbox(
+    mut config: serde_json::Value,
+    thread: Option<&SandboxPolicy>,
+) -> anyhow::Result<serde_json::Value> {
+    let policy = match (thread, config.get(SANDBOX_CONFIG_KEY)) {
+        (Some(policy), _) => policy.clone(),
+        (None, Some(own)) => serde_json::from_value(own.clone()).map_err(|error| {
+            anyhow::anyhow!(
+                "runner config \"{SANDBOX_CONFIG_KEY}\" is not a sandbox policy: {error}"
+            )
+        })?,
+        (None, None) => return Ok(config),
+    };
+    if let serde_json::Value::Object(object) = &mut config {
+        object.insert(
+            SANDBOX_CONFIG_KEY.to_string(),
+            serde_json::to_value(policy)?,
+        );
+    }
+    Ok(config)
+}
+
+/// The policy a binding's provider enforces (what [`with_sandbox`] wrote).
+pub(crate) fn binding_sandbox(binding: &ThreadRunnerBinding) -> Option<SandboxPolicy> {
+    binding
+        .destination
+        .config
+        .get(SANDBOX_CONFIG_KEY)
+        .and_then(|value| serde_json::from_value(value.clone()).ok())
 }

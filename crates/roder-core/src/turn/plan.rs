@@ -36,6 +36,9 @@ pub(crate) struct TurnPlan {
     pub deadline: TurnDeadline,
     pub deadline_seconds: Option<u64>,
     pub parallel_tool_calls: bool,
+    /// How the turn's local commands are confined (a runner session has its
+    /// thread's policy from its destination config).
+    pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
     /// The thread's writer lease, held until the terminal event is written.
     pub writer: std::sync::Mutex<Option<WriterGuard>>,
 }

@@ -136,6 +136,16 @@ impl Runtime {
                 }),
             )
             .await?;
+        let sandbox = metadata
+            .sandbox
+            .clone()
+            .or_else(|| {
+                metadata
+                    .runner_binding
+                    .as_ref()
+                    .and_then(crate::runner::binding::binding_sandbox)
+            })
+            .unwrap_or_else(|| self.config.sandbox.clone());
         let parallel_tool_calls = self.config.parallel_tool_calls_allowed(&model)
             && engine.capabilities().parallel_tool_calls;
         Ok(TurnPlan {
@@ -153,6 +163,7 @@ impl Runtime {
             deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
             deadline_seconds: self.config.turn_deadline_seconds,
             parallel_tool_calls,
+            sandbox,
             writer: std::sync::Mutex::new(Some(writer)),
         })
     }
