@@ -676,6 +676,55 @@ mod tests {
         assert_eq!(concat(&events, false), "No.");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_event_data_never_panics(
+            data in "\\PC{0,200}",
+            kind in proptest::sample::select(vec![
+                "message_start", "content_block_start", "content_block_delta",
+                "content_block_stop", "message_delta", "message_stop", "error", "unknown",
+            ]),
+        ) {
+            let body = format!("event: {kind}\ndata: {data}\n\n");
+            let _ = decode_at(MessagesDecoder::default(), body.as_bytes(), 0);
+            let json = json!({"type": kind, "index": 0, "delta": {"type": "text_delta",
+                "text": data, "partial_json": data}, "content_block": {"type": "tool_use",
+                "id": data, "name": data, "input": {}}});
+            let body = format!("data: {json}\n\n");
+            let _ = decode_at(MessagesDecoder::default(), body.as_bytes(), 0);
+        }
+
+        #[test]
+        fn a_tool_use_cut_off_by_max_tokens_is_completed_only_if_its_input_is_whole(
+            cut in 0usize..=30,
+            stopped in proptest::bool::ANY,
+        ) {
+            let input = "{\"cmd\": \"grep \\\"fn\\\" — ok\"}";
+            let kept: String = input.chars().take(cut).collect();
+            let mut stream = MessagesStream::new("m").raw(
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "tool_use", "id": "t",
+                    "name": "shell", "input": {}}}),
+            );
+            if !kept.is_empty() {
+                stream = stream.raw(
+                    "content_block_delta",
+                    json!({"index": 0, "delta": {"type": "input_json_delta",
+                        "partial_json": kept}}),
+                );
+            }
+            if stopped {
+                stream = stream.raw("content_block_stop", json!({"index": 0}));
+            }
+            let (events, end) =
+                decode_at(MessagesDecoder::default(), &stream.stop("max_tokens").body(), 0);
+            proptest::prop_assert_eq!(end, Ok(()));
+            // No input at all is the empty object `{}`: a whole call.
+            let whole = kept.is_empty() || serde_json::from_str::<Value>(&kept).is_ok();
+            proptest::prop_assert_eq!(calls(&events).len(), usize::from(whole));
+        }
+    }
+
     #[test]
     fn error_events_and_truncation() {
         let overloaded = MessagesStream::new("m").error("overloaded_error", "Overloaded");

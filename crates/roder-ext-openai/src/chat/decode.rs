@@ -560,6 +560,33 @@ mod tests {
         assert_eq!(calls(&events).len(), 1);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_chunks_never_panic(data in "\\PC{0,200}") {
+            let _ = decode(format!("data: {data}\n\n").as_bytes(), &[]);
+            let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {
+                "content": data, "refusal": data, "reasoning": data,
+                "tool_calls": [{"index": 0, "function": {"name": data, "arguments": data}}]},
+                "finish_reason": data}]});
+            let _ = decode(format!("data: {chunk}\n\n").as_bytes(), &[]);
+        }
+
+        #[test]
+        fn a_call_cut_off_by_length_is_completed_only_if_its_arguments_are_whole(
+            cut in 0usize..=30,
+        ) {
+            let arguments = "{\"cmd\":\"echo \\\"hé\\\"\"}";
+            let kept: String = arguments.chars().take(cut).collect();
+            let stream = ChatStream::new()
+                .tool_call(0, "call_a", "shell", &[&kept])
+                .finish("length")
+                .done();
+            let (events, _) = decode(&stream.body(), &[]);
+            let whole = serde_json::from_str::<Value>(&kept).is_ok();
+            proptest::prop_assert_eq!(calls(&events).len(), usize::from(whole));
+        }
+    }
+
     #[test]
     fn garbage_is_a_protocol_error() {
         let (_, end) = decode(b"data: {not json\n\n", &[]);

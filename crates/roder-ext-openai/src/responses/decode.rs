@@ -924,6 +924,69 @@ mod tests {
         assert_eq!(concat(&events, true), "first\n\nsecond");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_event_data_never_panics(
+            data in "\\PC{0,200}",
+            kind in proptest::sample::select(vec![
+                "response.created", "response.output_item.added", "response.output_item.done",
+                "response.output_text.delta", "response.output_text.done",
+                "response.refusal.delta", "response.refusal.done",
+                "response.function_call_arguments.delta", "response.completed",
+                "response.incomplete", "response.failed", "error", "unknown",
+            ]),
+        ) {
+            let body = format!("event: {kind}\ndata: {data}\n\n");
+            let _ = decode_at(body.as_bytes(), 0);
+            let json = serde_json::json!({"type": kind, "delta": data, "text": data,
+                "item_id": data, "output_index": 0});
+            let body = format!("data: {json}\n\n");
+            let _ = decode_at(body.as_bytes(), 0);
+        }
+
+        #[test]
+        fn streamed_and_finished_text_add_up_to_the_finished_text_once(
+            text in "\\PC{0,40}",
+            streamed in 0usize..=40,
+            pieces in 1usize..5,
+        ) {
+            let chars: Vec<char> = text.chars().collect();
+            let streamed = streamed.min(chars.len());
+            let head: String = chars.iter().take(streamed).collect();
+            let mut stream = ResponsesStream::new("r").raw(
+                "response.output_item.added",
+                serde_json::json!({"output_index": 0, "item": {"id": "m", "type": "message",
+                    "content": []}}),
+            );
+            let size = head.chars().count().div_ceil(pieces).max(1);
+            let head_chars: Vec<char> = head.chars().collect();
+            for piece in head_chars.chunks(size) {
+                let delta: String = piece.iter().collect();
+                stream = stream.raw(
+                    "response.output_text.delta",
+                    serde_json::json!({"item_id": "m", "output_index": 0, "content_index": 0,
+                        "delta": delta}),
+                );
+            }
+            let body = stream
+                .raw(
+                    "response.output_text.done",
+                    serde_json::json!({"item_id": "m", "output_index": 0, "content_index": 0,
+                        "text": text}),
+                )
+                .raw(
+                    "response.output_item.done",
+                    serde_json::json!({"output_index": 0, "item": {"id": "m", "type": "message",
+                        "content": [{"type": "output_text", "text": text}]}}),
+                )
+                .completed()
+                .body();
+            let (events, end) = decode_at(&body, 0);
+            proptest::prop_assert_eq!(end, Ok(()));
+            proptest::prop_assert_eq!(concat(&events, false), text);
+        }
+    }
+
     #[test]
     fn failures_and_truncation() {
         let failed = ResponsesStream::new("r").failed("server_error", "boom");
