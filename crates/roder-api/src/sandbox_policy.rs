@@ -35,6 +35,9 @@ pub const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxPolicy {
     pub mode: SandboxMode,
+    /// How host commands are confined (local workspaces, unix-local and
+    /// git-worktree runners); container and hosted backends have their own.
+    pub mechanism: HostMechanism,
     /// Where commands may write besides the workspace and their private
     /// temporary directory. Absolute paths.
     pub writable_roots: Vec<PathBuf>,
@@ -54,6 +57,21 @@ pub enum SandboxMode {
     /// Run commands unconfined (the environment is still filtered). An
     /// explicit opt-out, never a fallback.
     None,
+}
+
+/// The kernel mechanism that confines host commands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostMechanism {
+    /// Landlock, applied to each command as it starts (no privileges, well
+    /// under a millisecond): filesystem writes outside the writable roots
+    /// and, when the network is off, TCP connect and bind are refused.
+    #[default]
+    Landlock,
+    /// Landlock inside bubblewrap namespaces (a few milliseconds per
+    /// command): also no network of any kind, its own process tree, and
+    /// `.git/hooks` and `.git/config` mounted read-only.
+    Bubblewrap,
 }
 
 /// Network access of sandboxed commands.
