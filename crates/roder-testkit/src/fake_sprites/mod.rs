@@ -24,6 +24,11 @@
 //!   only tmux sessions, which the fake has none of, so HTTP execs never
 //!   appear there and `kill` on any id is 404.
 //! * An exit by signal reports 255.
+//! * The network policy (`GET`/`POST …/policy/network`) is validated against
+//!   the documented rule forms, stored, echoed back and written to
+//!   `/.sprite/policy/network.json` in the sprite, as the live sprite
+//!   exposes it. It is **not enforced**: commands are host processes (see
+//!   below), so tests check the call, not the effect.
 //!
 //! **Commands run on the host.** Each sprite is a directory inside a
 //! temporary directory, standing in for the sprite's filesystem: the sprite
@@ -43,6 +48,7 @@
 mod checkpoint;
 mod exec;
 mod fs;
+mod policy;
 mod routes;
 mod state;
 
@@ -80,6 +86,10 @@ pub enum FakeRoute {
     Checkpoint,
     /// `GET /v1/sprites/{name}/checkpoints`
     ListCheckpoints,
+    /// `GET /v1/sprites/{name}/policy/network`
+    GetNetworkPolicy,
+    /// `POST /v1/sprites/{name}/policy/network`
+    SetNetworkPolicy,
     /// Anything else.
     Other,
     /// Matches every route (fault injection only).
@@ -301,6 +311,28 @@ impl FakeSpritesServer {
             remaining: times,
             retry_after,
         });
+    }
+
+    /// Sprite `name`'s network policy (`{"rules": [...]}`) as last set
+    /// through the API (a sprite nobody set one for has
+    /// `{"rules": [{"include": "defaults"}]}`); `None` if there is no such
+    /// sprite.
+    pub fn network_policy(&self, name: &str) -> Option<serde_json::Value> {
+        self.shared
+            .lock()
+            .sprites
+            .get(name)
+            .map(|s| s.network_policy.clone())
+    }
+
+    /// How many times sprite `name`'s network policy was set (0 if there is
+    /// no such sprite).
+    pub fn network_policy_sets(&self, name: &str) -> usize {
+        self.shared
+            .lock()
+            .sprites
+            .get(name)
+            .map_or(0, |s| s.network_policy_sets)
     }
 
     /// Answer exec with an `application/json` body instead of frames.

@@ -12,7 +12,7 @@ use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 
 use super::state::{FakeSprite, Shared};
-use super::{FakeRoute, RecordedRequest, checkpoint, exec, fs};
+use super::{FakeRoute, RecordedRequest, checkpoint, exec, fs, policy};
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -27,6 +27,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/sprites/{name}/fs/write", put(fs::write))
         .route("/v1/sprites/{name}/checkpoint", post(checkpoint::create))
         .route("/v1/sprites/{name}/checkpoints", get(checkpoint::list))
+        .route(
+            "/v1/sprites/{name}/policy/network",
+            get(policy::get).post(policy::set),
+        )
         .fallback(|| async { json_error(StatusCode::NOT_FOUND, "no such route") })
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), gate))
         .with_state(shared)
@@ -128,6 +132,12 @@ fn classify(method: &Method, path: &str) -> FakeRoute {
         ["v1", "sprites", _, "fs", "write"] if m == Method::PUT => FakeRoute::FsWrite,
         ["v1", "sprites", _, "checkpoint"] if m == Method::POST => FakeRoute::Checkpoint,
         ["v1", "sprites", _, "checkpoints"] if m == Method::GET => FakeRoute::ListCheckpoints,
+        ["v1", "sprites", _, "policy", "network"] if m == Method::GET => {
+            FakeRoute::GetNetworkPolicy
+        }
+        ["v1", "sprites", _, "policy", "network"] if m == Method::POST => {
+            FakeRoute::SetNetworkPolicy
+        }
         _ => FakeRoute::Other,
     }
 }
@@ -321,6 +331,21 @@ mod tests {
                 Method::GET,
                 "/v1/sprites/a/checkpoints",
                 FakeRoute::ListCheckpoints,
+            ),
+            (
+                Method::GET,
+                "/v1/sprites/a/policy/network",
+                FakeRoute::GetNetworkPolicy,
+            ),
+            (
+                Method::POST,
+                "/v1/sprites/a/policy/network",
+                FakeRoute::SetNetworkPolicy,
+            ),
+            (
+                Method::PUT,
+                "/v1/sprites/a/policy/network",
+                FakeRoute::Other,
             ),
             (Method::GET, "/v2/x", FakeRoute::Other),
         ];

@@ -115,6 +115,10 @@ pub(crate) struct FakeSprite {
     /// Supervisor-backed requests (exec, exec sessions, kill, fs) still to
     /// be refused with 503 "Process not ready", as right after a create.
     pub not_ready: usize,
+    /// The network policy (`{"rules": [...]}`) as last set through the API.
+    pub network_policy: Value,
+    /// How many times the network policy was set.
+    pub network_policy_sets: usize,
 }
 
 impl FakeSprite {
@@ -130,6 +134,8 @@ impl FakeSprite {
             checkpoints: Vec::new(),
             sessions: BTreeMap::new(),
             not_ready: 0,
+            network_policy: initial_network_policy(),
+            network_policy_sets: 0,
         }
     }
 
@@ -181,6 +187,13 @@ impl ExecSession {
     pub(crate) fn is_active(&self) -> bool {
         self.exited.borrow().is_none()
     }
+}
+
+/// The policy of a sprite nobody has set one for. The docs say egress "is
+/// not wide open" by default without giving the rules; the common
+/// development domains (`defaults`) are assumed.
+pub(crate) fn initial_network_policy() -> Value {
+    json!({ "rules": [{ "include": "defaults" }] })
 }
 
 pub(crate) fn now_rfc3339() -> String {

@@ -503,3 +503,80 @@ async fn injected_faults_answer_with_status_and_retry_after() {
     assert_eq!(fake.count(FakeRoute::CreateSprite), 2);
     assert_eq!(fake.creates(), 1);
 }
+
+#[tokio::test]
+async fn the_network_policy_is_stored_echoed_and_visible_inside_the_sprite() {
+    let fake = ready_fake().await;
+    let client = Client::new(&fake);
+    client.create("net").await;
+    let path = "/v1/sprites/net/policy/network";
+    let initial = json_body(
+        client
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(initial, json!({"rules": [{"include": "defaults"}]}));
+    assert_eq!(fake.network_policy_sets("net"), 0);
+
+    let deny_all = json!({"rules": [{"domain": "*", "action": "deny"}]});
+    let response = client
+        .request(reqwest::Method::POST, path)
+        .json(&deny_all)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(json_body(response).await, deny_all);
+    assert_eq!(fake.network_policy("net"), Some(deny_all.clone()));
+    assert_eq!(fake.network_policy_sets("net"), 1);
+    let read_back = client
+        .request(reqwest::Method::GET, path)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_body(read_back).await, deny_all);
+
+    // A command in the sprite reads it where the live sprite keeps it.
+    let (status, chunks) = client
+        .exec(
+            "net",
+            &[
+                ("cmd", "cat"),
+                ("cmd", ".sprite/policy/network.json"),
+                ("dir", "/"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200);
+    let text = stream_text(&chunks, 0x01);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), deny_all);
+
+    // A malformed policy is refused with the validation list and changes nothing.
+    let response = client
+        .request(reqwest::Method::POST, path)
+        .json(&json!({"rules": [{"domain": "*", "action": "block"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body = json_body(response).await;
+    assert!(
+        body["errors"][0].as_str().unwrap().contains("action"),
+        "{body}"
+    );
+    assert_eq!(fake.network_policy("net"), Some(deny_all));
+    assert_eq!(fake.count(FakeRoute::SetNetworkPolicy), 2);
+    assert_eq!(fake.count(FakeRoute::GetNetworkPolicy), 2);
+
+    let missing = client
+        .request(reqwest::Method::POST, "/v1/sprites/nope/policy/network")
+        .json(&json!({"rules": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(fake.network_policy("nope"), None);
+}
