@@ -258,6 +258,8 @@ pub enum IncompleteAnswer {
     Refusal,
     /// The provider's content filter stopped the answer.
     ContentFilter,
+    /// The provider said the answer is incomplete without saying why.
+    Unspecified,
     /// The output limit cut a tool call off mid-arguments: it was not run.
     ToolCallTruncated {
         call_id: String,
@@ -276,6 +278,9 @@ impl IncompleteAnswer {
             IncompleteAnswer::Refusal => "the model refused to answer".to_string(),
             IncompleteAnswer::ContentFilter => {
                 "the provider's content filter stopped the answer".to_string()
+            }
+            IncompleteAnswer::Unspecified => {
+                "the provider reported the answer incomplete without a reason".to_string()
             }
             IncompleteAnswer::ToolCallTruncated { call_id, tool_name } => match tool_name {
                 Some(name) => format!(

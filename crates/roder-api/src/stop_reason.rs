@@ -38,6 +38,9 @@ pub enum StopReason {
     StopSequence,
     /// The provider paused a long turn to be continued (`pause_turn`).
     PauseTurn,
+    /// The provider said the answer is incomplete without saying why
+    /// (Responses `incomplete` with no reason).
+    Incomplete,
     /// A word this version does not know, kept as sent.
     Other(String),
 }
@@ -56,6 +59,7 @@ impl StopReason {
             "content_filter" => StopReason::ContentFilter,
             "stop_sequence" => StopReason::StopSequence,
             "pause_turn" => StopReason::PauseTurn,
+            "incomplete" => StopReason::Incomplete,
             other => StopReason::Other(other.to_string()),
         }
     }
@@ -70,6 +74,7 @@ impl StopReason {
             StopReason::ContentFilter => "content_filter",
             StopReason::StopSequence => "stop_sequence",
             StopReason::PauseTurn => "pause_turn",
+            StopReason::Incomplete => "incomplete",
             StopReason::Other(raw) => raw,
         }
     }
@@ -79,7 +84,10 @@ impl StopReason {
     pub fn is_incomplete(&self) -> bool {
         matches!(
             self,
-            StopReason::MaxOutputTokens | StopReason::Refusal | StopReason::ContentFilter
+            StopReason::MaxOutputTokens
+                | StopReason::Refusal
+                | StopReason::ContentFilter
+                | StopReason::Incomplete
         )
     }
 }
@@ -116,6 +124,7 @@ mod tests {
             StopReason::ContentFilter,
             StopReason::StopSequence,
             StopReason::PauseTurn,
+            StopReason::Incomplete,
             StopReason::Other("odd".into()),
         ] {
             assert_eq!(StopReason::from_provider(reason.as_str()), reason);

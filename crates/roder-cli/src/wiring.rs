@@ -60,6 +60,8 @@ pub fn runtime(
         default_provider: settings.model.provider.clone(),
         default_model: settings.model.model.clone(),
         workspace: Some(workspace.display().to_string()),
+        sandbox: settings.sandbox.clone(),
+        credential_vars: settings.credential_vars(),
         ..RuntimeConfig::default()
     };
     adjust(&mut config);

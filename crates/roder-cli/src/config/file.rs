@@ -15,6 +15,9 @@ pub struct ConfigFile {
     pub providers: BTreeMap<String, ProviderEntry>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub runners: BTreeMap<String, RunnerEntry>,
+    /// How commands are confined (default: enforced, network off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +58,32 @@ impl ConfigFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sandbox_table_parses_and_its_typos_are_named() {
+        let file = ConfigFile::parse(
+            r#"
+[sandbox]
+network = "on"
+writable_roots = ["/opt/cache"]
+env = { pass = ["CARGO_HOME"] }
+limits = { max_processes = 256 }
+"#,
+        )
+        .unwrap();
+        let sandbox = file.sandbox.unwrap();
+        assert!(sandbox.network.allows());
+        assert_eq!(sandbox.env.pass, vec!["CARGO_HOME".to_string()]);
+        assert_eq!(sandbox.limits.max_processes, Some(256));
+        let error = ConfigFile::parse(
+            "[sandbox]
+netwrok = \"on\"\n",
+        )
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+        assert!(error.contains("netwrok"), "{error}");
+    }
 
     #[test]
     fn a_full_file_parses() {

@@ -42,6 +42,7 @@ pub struct Settings {
     pub model_source: &'static str,
     pub providers: BTreeMap<String, ProviderEntry>,
     pub runners: BTreeMap<String, RunnerEntry>,
+    pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
 }
 
 /// Providers that need no table.
@@ -109,7 +110,17 @@ impl Settings {
             model_source,
             providers,
             runners: file.runners,
+            sandbox: file.sandbox.unwrap_or_default(),
         })
+    }
+
+    /// The variables that hold a configured provider's key: commands never
+    /// see them.
+    pub fn credential_vars(&self) -> Vec<String> {
+        self.providers
+            .values()
+            .filter_map(|provider| provider.api_key_env.clone())
+            .collect()
     }
 
     pub fn threads_dir(&self) -> PathBuf {
@@ -156,6 +167,11 @@ impl Settings {
                 "config = {}\n",
                 toml::Value::Table(runner.config.clone())
             ));
+        }
+        out.push_str("\n[sandbox]\n");
+        match toml::to_string(&self.sandbox) {
+            Ok(table) => out.push_str(&table),
+            Err(error) => out.push_str(&format!("# cannot show the sandbox policy: {error}\n")),
         }
         out
     }

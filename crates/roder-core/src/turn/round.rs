@@ -105,6 +105,7 @@ fn finished(response: &ModelResponse, answer: Option<String>, usage: TokenUsage)
         (None, Some(StopReason::MaxOutputTokens)) => Some(IncompleteAnswer::MaxOutputTokens),
         (None, Some(StopReason::Refusal)) => Some(IncompleteAnswer::Refusal),
         (None, Some(StopReason::ContentFilter)) => Some(IncompleteAnswer::ContentFilter),
+        (None, Some(StopReason::Incomplete)) => Some(IncompleteAnswer::Unspecified),
         (None, _) => None,
     };
     TurnSuccess {

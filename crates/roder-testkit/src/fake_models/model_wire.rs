@@ -85,9 +85,18 @@ impl ModelWireSuite {
     /// The suite beside the workspace: `<manifest_dir>/../../../shared/
     /// peer-suites/model-wire`, `None` when that folder does not exist (CI
     /// guarantees it does).
+    /// The suite beside the workspace, or `None` when it is absent. With
+    /// `RODER_REQUIRE_PEER_SUITES` set (CI) an absent suite is an error, so
+    /// the tests can never pass by skipping.
     pub fn locate(manifest_dir: &str) -> Option<PathBuf> {
         let root = Path::new(manifest_dir).join("../../../shared/peer-suites/model-wire");
-        root.join("scenarios.json").is_file().then_some(root)
+        let found = root.join("scenarios.json").is_file();
+        assert!(
+            found || std::env::var_os("RODER_REQUIRE_PEER_SUITES").is_none(),
+            "RODER_REQUIRE_PEER_SUITES is set but the model-wire peer suite is not at {}",
+            root.display()
+        );
+        found.then_some(root)
     }
 
     pub fn load(root: &Path) -> anyhow::Result<Self> {
