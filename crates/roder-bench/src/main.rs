@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod app_server;
+mod big_message;
 mod exec_loop;
 mod figure;
 mod provision;
@@ -23,6 +24,7 @@ const BENCHES: &[&str] = &[
     "provision",
     "app-server",
     "exec-loop",
+    "big-message",
 ];
 
 #[tokio::main]
@@ -43,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
             "store" => store::run().await.context("store")?,
             "threads" => threads::run().await.context("threads")?,
             "exec-loop" => exec_loop::run().await.context("exec-loop")?,
+            "big-message" => big_message::run().await.context("big-message")?,
             "app-server" => app_server::run().await.context("app-server")?,
             "provision" => provision::run().await.context("provision")?,
             other => anyhow::bail!(
