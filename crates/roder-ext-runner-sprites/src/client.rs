@@ -325,6 +325,25 @@ impl SpritesClient {
         stream.finish().map_err(failed)
     }
 
+    /// `POST /v1/sprites/{name}/policy/network` with `policy`
+    /// (`{"rules": [...]}`). Any 2xx is success: the docs show 200 with the
+    /// rules echoed back, the Go SDK expects 204. It replaces the whole
+    /// policy, so it is retried like a `GET`.
+    pub(crate) async fn set_network_policy(
+        &self,
+        name: &str,
+        policy: &Value,
+    ) -> Result<(), SpritesError> {
+        let action = format!("setting the network policy of sprite \"{name}\"");
+        let url = self.sprite_url(name, "/policy/network");
+        let response = self
+            .send(&action, Repeat::Idempotent, || {
+                self.http.post(&url).timeout(REQUEST_TIMEOUT).json(policy)
+            })
+            .await?;
+        self.check(&action, response).await.map(|_| ())
+    }
+
     fn sprite_url(&self, name: &str, suffix: &str) -> String {
         format!("{}/v1/sprites/{name}{suffix}", self.base_url)
     }

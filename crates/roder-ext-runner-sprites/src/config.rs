@@ -8,9 +8,11 @@
 //! keep.
 
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
+use roder_api::sandbox_policy::{SANDBOX_CONFIG_KEY, SandboxPolicy};
 use serde_json::{Map, Value, json};
 
 use crate::error::SpritesError;
+use crate::sandbox::parse_policy;
 
 /// Where sessions run commands unless the config says otherwise.
 pub const DEFAULT_WORKING_DIR: &str = "/home/sprite/workspace";
@@ -24,6 +26,7 @@ const KNOWN_KEYS: &[&str] = &[
     "working_dir",
     "base_url",
     WORKSPACE_CONFIG_KEY,
+    SANDBOX_CONFIG_KEY,
 ];
 
 /// Longest sprite name accepted. Sprite URLs are `https://<name>-<org>.sprites.app`,
@@ -62,7 +65,7 @@ impl Cleanup {
 }
 
 /// A parsed, validated destination config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpritesConfig {
     /// Use (or create) exactly this sprite instead of generating a name.
     pub sprite_name: Option<String>,
@@ -80,6 +83,10 @@ pub struct SpritesConfig {
     pub working_dir: String,
     /// API base URL without a trailing slash.
     pub base_url: String,
+    /// The sandbox policy (config key `sandbox`, written by the runtime from
+    /// the thread's or the runner's policy); the default (enforce, network
+    /// off) when the config has none.
+    pub sandbox: SandboxPolicy,
 }
 
 impl SpritesConfig {
@@ -145,12 +152,14 @@ impl SpritesConfig {
             Some(url) => normalize_base_url(&url)?,
             None => normalize_base_url(default_base_url)?,
         };
+        let sandbox = parse_policy(map.get(SANDBOX_CONFIG_KEY))?;
         Ok(Self {
             sprite_name,
             sprite_name_prefix,
             cleanup,
             working_dir,
             base_url,
+            sandbox,
         })
     }
 
@@ -162,12 +171,16 @@ impl SpritesConfig {
 }
 
 /// What a session persists so it can be resumed or rejoined: no secrets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The sandbox policy is kept so a resumed session sets the same network
+/// policy and sends the same environment (its `env.set` values come from the
+/// config, which is persisted with the thread anyway).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PersistedSession {
     pub name: String,
     pub working_dir: String,
     pub base_url: String,
     pub cleanup: Cleanup,
+    pub sandbox: SandboxPolicy,
 }
 
 impl PersistedSession {
@@ -177,11 +190,13 @@ impl PersistedSession {
             "working_dir": self.working_dir,
             "base_url": self.base_url,
             "cleanup": self.cleanup.as_str(),
+            SANDBOX_CONFIG_KEY: serde_json::to_value(&self.sandbox).unwrap_or(Value::Null),
         })
     }
 
     /// Reads session metadata; `session_id` (the sprite name) fills in a
-    /// missing `name`, and missing fields fall back to the defaults.
+    /// missing `name`, and missing fields fall back to the defaults (for
+    /// `sandbox`, the default policy: enforce, network off).
     pub(crate) fn from_state(
         session_id: &str,
         metadata: &Value,
@@ -204,11 +219,13 @@ impl PersistedSession {
             Some(value) => Cleanup::parse(&value)?,
             None => Cleanup::Keep,
         };
+        let sandbox = parse_policy(map.get(SANDBOX_CONFIG_KEY))?;
         Ok(Self {
             name,
             working_dir,
             base_url,
             cleanup,
+            sandbox,
         })
     }
 }
@@ -329,6 +346,7 @@ mod tests {
                     cleanup: Cleanup::DeleteOnClose,
                     working_dir: DEFAULT_WORKING_DIR.into(),
                     base_url: BASE.into(),
+                    sandbox: SandboxPolicy::default(),
                 }
             );
         }
@@ -342,6 +360,7 @@ mod tests {
             "cleanup": "delete-on-close",
             "working_dir": "/srv/app/",
             "base_url": "http://127.0.0.1:9/",
+            "sandbox": {"network": "on", "env": {"pass": ["CARGO_HOME"]}},
         }))
         .unwrap();
         assert_eq!(parsed.sprite_name.as_deref(), Some("my-box"));
@@ -349,6 +368,8 @@ mod tests {
         assert_eq!(parsed.cleanup, Cleanup::DeleteOnClose);
         assert_eq!(parsed.working_dir, "/srv/app");
         assert_eq!(parsed.base_url, "http://127.0.0.1:9");
+        assert!(parsed.sandbox.network.allows());
+        assert_eq!(parsed.sandbox.env.pass, vec!["CARGO_HOME".to_string()]);
     }
 
     #[test]
@@ -413,6 +434,11 @@ mod tests {
             ),
             (json!({"sprite_name_prefix": "---"}), "1 to 54"),
             (json!("roder"), "must be a JSON object"),
+            (
+                json!({"sandbox": {"network": "maybe"}}),
+                "sandbox is not a sandbox policy",
+            ),
+            (json!({"sandbox": "off"}), "sandbox is not a sandbox policy"),
         ];
         for (config, needle) in cases {
             let err = parse(config.clone()).unwrap_err().to_string();
@@ -440,11 +466,16 @@ mod tests {
             working_dir: "/home/sprite/w".into(),
             base_url: BASE.into(),
             cleanup: Cleanup::DeleteOnClose,
+            sandbox: parse_policy(Some(&json!({"network": "on", "limits": {"cpus": 1.5}})))
+                .unwrap(),
         };
         let value = persisted.to_value();
         let mut keys: Vec<_> = value.as_object().unwrap().keys().collect();
         keys.sort();
-        assert_eq!(keys, vec!["base_url", "cleanup", "name", "working_dir"]);
+        assert_eq!(
+            keys,
+            vec!["base_url", "cleanup", "name", "sandbox", "working_dir"]
+        );
         assert_eq!(
             PersistedSession::from_state("ignored", &value, "http://other").unwrap(),
             persisted
@@ -452,6 +483,10 @@ mod tests {
         let minimal = PersistedSession::from_state("roder-x", &Value::Null, BASE).unwrap();
         assert_eq!(minimal.name, "roder-x");
         assert_eq!(minimal.cleanup, Cleanup::Keep);
+        assert_eq!(minimal.sandbox, SandboxPolicy::default());
+        assert!(
+            PersistedSession::from_state("roder-x", &json!({"sandbox": {"x": 1}}), BASE).is_err()
+        );
         assert!(PersistedSession::from_state("../etc", &Value::Null, BASE).is_err());
     }
 }

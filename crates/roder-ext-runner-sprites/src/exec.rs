@@ -9,10 +9,12 @@
 //! so there is nothing to look up and kill afterwards.
 //!
 //! Without an `env` parameter the server gives the command an **empty**
-//! environment, so every exec sends the one it means: the caller's
-//! variables plus `PATH` and `HOME` unless the caller set them.
+//! environment, so every exec sends the one it means: the session's base
+//! environment from the sandbox policy (the sprite's `PATH` and `HOME`,
+//! `LANG`, `TERM`, `env.pass`, `env.set`), then the caller's variables. No
+//! credential variable is ever sent, whoever names it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,6 +98,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// What the sandbox policy gives every command of a session: computed once
+/// at session start, so Roder's own secrets are never held by the session.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandSandbox {
+    /// See [`crate::sandbox::base_env`]; always holds `PATH` and `HOME`.
+    pub base_env: BTreeMap<String, String>,
+    /// Variables never sent, even when a caller sets them.
+    pub credentials: Vec<String>,
+    /// Bytes of each of stdout and stderr kept.
+    pub output_limit: usize,
+}
+
 enum Stop {
     Finished(Result<(), SpritesError>),
     Cancelled,
@@ -107,6 +121,7 @@ pub(crate) async fn run(
     client: &SpritesClient,
     name: &str,
     working_dir: &str,
+    sandbox: &CommandSandbox,
     registry: &Arc<CommandRegistry>,
     request: RunnerCommandRequest,
 ) -> anyhow::Result<RunnerCommandResult> {
@@ -123,11 +138,11 @@ pub(crate) async fn run(
     let call = ExecCall {
         argv,
         dir,
-        env: environment(&request.env),
+        env: environment(sandbox, &request.env),
     };
 
     let (_registration, cancelled) = registry.register(&request.command_id)?;
-    let mut collector = ExecCollector::default();
+    let mut collector = ExecCollector::with_limit(sandbox.output_limit);
     let stop = {
         let exec = client.exec(name, &call, Repeat::Once, &mut collector);
         let cancelled = async {
@@ -180,40 +195,76 @@ pub(crate) async fn run(
     })
 }
 
-/// The environment an exec sends: the caller's variables, plus `PATH` and
-/// `HOME` unless it set them. Always non-empty, because the server gives a
-/// command without `env` parameters no environment at all.
-pub(crate) fn environment(env: &[(String, String)]) -> Vec<(String, String)> {
-    let mut full = env.to_vec();
-    for (key, value) in [("PATH", DEFAULT_PATH), ("HOME", DEFAULT_HOME)] {
-        if !env.iter().any(|(k, _)| k == key) {
-            full.push((key.to_string(), value.to_string()));
-        }
+/// The environment an exec sends: the session's base environment with the
+/// caller's variables over it, minus every credential variable. Always holds
+/// `PATH` and `HOME`, because the server gives a command without `env`
+/// parameters no environment at all.
+pub(crate) fn environment(
+    sandbox: &CommandSandbox,
+    caller: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env = sandbox.base_env.clone();
+    for (key, value) in caller {
+        env.insert(key.clone(), value.clone());
     }
-    full
+    for key in [("PATH", DEFAULT_PATH), ("HOME", DEFAULT_HOME)] {
+        env.entry(key.0.to_string())
+            .or_insert_with(|| key.1.to_string());
+    }
+    env.retain(|key, _| !sandbox.credentials.iter().any(|secret| secret == key));
+    env.into_iter().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn sandbox(base: &[(&str, &str)]) -> CommandSandbox {
+        CommandSandbox {
+            base_env: base
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            credentials: crate::sandbox::credential_names(&[]),
+            output_limit: 10,
+        }
+    }
+
     #[test]
     fn the_environment_always_holds_path_and_home() {
-        let bare = environment(&[]);
+        let bare = environment(&sandbox(&[]), &[]);
         assert_eq!(
             bare,
             vec![
-                ("PATH".to_string(), DEFAULT_PATH.to_string()),
                 ("HOME".to_string(), DEFAULT_HOME.to_string()),
+                ("PATH".to_string(), DEFAULT_PATH.to_string()),
             ]
         );
-        let env = environment(&[("FOO".into(), "1".into())]);
+        let env = environment(&sandbox(&[("LANG", "C")]), &[("FOO".into(), "1".into())]);
         assert!(env.contains(&("FOO".into(), "1".into())));
+        assert!(env.contains(&("LANG".into(), "C".into())));
         assert!(env.contains(&("PATH".into(), DEFAULT_PATH.into())));
         assert!(env.contains(&("HOME".into(), DEFAULT_HOME.into())));
-        let env = environment(&[("PATH".into(), "/opt/bin".into())]);
+        let env = environment(
+            &sandbox(&[("PATH", DEFAULT_PATH)]),
+            &[("PATH".into(), "/opt/bin".into())],
+        );
         assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);
         assert!(env.contains(&("PATH".into(), "/opt/bin".into())));
+    }
+
+    #[test]
+    fn a_caller_cannot_send_a_credential() {
+        let env = environment(
+            &sandbox(&[("SPRITES_TOKEN", "leaked-into-base")]),
+            &[
+                ("SPRITES_TOKEN".into(), "tok".into()),
+                ("OPENAI_API_KEY".into(), "sk".into()),
+                ("OK".into(), "1".into()),
+            ],
+        );
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, vec!["HOME", "OK", "PATH"]);
     }
 
     #[test]

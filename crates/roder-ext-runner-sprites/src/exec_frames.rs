@@ -175,6 +175,15 @@ pub(crate) struct ExecCollector {
 }
 
 impl ExecCollector {
+    /// A collector that keeps at most `limit` bytes of each framed stream
+    /// (the policy's `limits.output_bytes`, capped at [`DEFAULT_STREAM_LIMIT`]).
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        Self {
+            frames: FrameDecoder::with_limit(limit.min(DEFAULT_STREAM_LIMIT)),
+            json: None,
+        }
+    }
+
     /// Feeds a chunk of a framed (binary) body.
     pub(crate) fn push_frames(&mut self, chunk: &[u8]) {
         self.frames.push(chunk);

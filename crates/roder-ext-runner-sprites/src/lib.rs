@@ -21,7 +21,10 @@
 //!
 //! The runtime adds `workspace`, the thread's bound workspace; it is the root
 //! files resolve against and commands run in, and a `working_dir` that
-//! differs from it is refused.
+//! differs from it is refused. It also adds `sandbox`, the sandbox policy
+//! (`roder_api::sandbox_policy::SandboxPolicy`): its network setting becomes
+//! the sprite's network policy, its environment rules decide what each exec
+//! sends, and [`SpritesRunnerProvider::protections`] says what else holds.
 //!
 //! See the crate README for which wire details are documented by Fly.io and
 //! which are assumed.
@@ -37,11 +40,12 @@ mod ndjson;
 mod paths;
 mod provider;
 mod retry;
+mod sandbox;
 mod session;
 
 pub use config::{Cleanup, DEFAULT_NAME_PREFIX, DEFAULT_WORKING_DIR, SpritesConfig};
 pub use error::SpritesError;
-pub use provider::{SpritesProviderOptions, SpritesRunnerProvider, TokenSource};
+pub use provider::{HostEnv, SpritesProviderOptions, SpritesRunnerProvider, TokenSource};
 pub use retry::RetryPolicy;
 
 /// The provider id destinations use to pick this runner.

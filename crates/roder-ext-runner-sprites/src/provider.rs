@@ -13,13 +13,15 @@ use roder_api::remote_runner::{
     RemoteRunnerProvider, RemoteRunnerProviderId, RemoteRunnerSession, RunnerCapabilities,
     RunnerDestination, RunnerMountCapabilities, RunnerSessionState,
 };
+use roder_api::sandbox_policy::{Protection, SandboxPolicy};
 
 use crate::client::{ApiToken, ExecCall, Repeat, SpritesClient};
 use crate::config::{Cleanup, DEFAULT_WORKING_DIR, PersistedSession, SpritesConfig};
 use crate::error::SpritesError;
-use crate::exec::environment;
-use crate::exec_frames::ExecCollector;
+use crate::exec::{CommandSandbox, environment};
+use crate::exec_frames::{DEFAULT_STREAM_LIMIT, ExecCollector};
 use crate::retry::RetryPolicy;
+use crate::sandbox;
 use crate::session::SpritesSession;
 use crate::{API_URL_ENV, DEFAULT_API_URL, PROVIDER_ID, TOKEN_ENV};
 
@@ -48,6 +50,42 @@ impl fmt::Debug for TokenSource {
     }
 }
 
+/// Where the variables a sandbox policy passes through (`env.pass`, `LANG`,
+/// `TERM`) are read from.
+#[derive(Clone, Default)]
+pub enum HostEnv {
+    /// Roder's own process environment, read at each session start.
+    #[default]
+    Process,
+    /// A fixed set (tests, embedders), so nothing reads the process
+    /// environment.
+    Static(Vec<(String, String)>),
+}
+
+impl fmt::Debug for HostEnv {
+    /// Names only: values may be secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostEnv::Process => f.write_str("Process"),
+            HostEnv::Static(vars) => f
+                .debug_tuple("Static")
+                .field(&vars.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+impl HostEnv {
+    fn vars(&self) -> Vec<(String, String)> {
+        match self {
+            HostEnv::Process => std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            HostEnv::Static(vars) => vars.clone(),
+        }
+    }
+}
+
 /// How a [`SpritesRunnerProvider`] finds the API.
 #[derive(Debug, Clone, Default)]
 pub struct SpritesProviderOptions {
@@ -58,6 +96,12 @@ pub struct SpritesProviderOptions {
     pub base_url: Option<String>,
     /// Retry bounds for idempotent requests.
     pub retry: RetryPolicy,
+    /// Where passed-through variables come from; the process by default.
+    pub host_env: HostEnv,
+    /// Credential variables never sent to a sprite, besides
+    /// `roder_api::sandbox_policy::KNOWN_CREDENTIAL_VARS` (e.g. the
+    /// configured providers' key variables).
+    pub credential_vars: Vec<String>,
 }
 
 /// Runner provider for Fly.io Sprites.
@@ -128,6 +172,39 @@ impl SpritesRunnerProvider {
         ))
     }
 
+    /// What a session's sprite enforces of `policy`, and what it does not,
+    /// with why: one [`Protection`] per protection, for `roder sandbox status`
+    /// and `runners/list`.
+    ///
+    /// ```
+    /// use roder_api::sandbox_policy::SandboxPolicy;
+    /// use roder_ext_runner_sprites::SpritesRunnerProvider;
+    ///
+    /// let list = SpritesRunnerProvider::default().protections(&SandboxPolicy::default());
+    /// let network = list.iter().find(|p| p.name == "network").unwrap();
+    /// assert!(network.active);
+    /// let memory = list.iter().find(|p| p.name == "memory").unwrap();
+    /// assert!(!memory.active);
+    /// ```
+    pub fn protections(&self, policy: &SandboxPolicy) -> Vec<Protection> {
+        sandbox::protections(policy)
+    }
+
+    /// What every command of a session gets from `policy`, with the host's
+    /// variables filtered now so no secret is kept in the session.
+    fn command_sandbox(&self, policy: &SandboxPolicy) -> CommandSandbox {
+        let credentials = sandbox::credential_names(&self.options.credential_vars);
+        CommandSandbox {
+            base_env: sandbox::base_env(policy, self.options.host_env.vars(), &credentials),
+            credentials,
+            output_limit: policy
+                .limits
+                .output_bytes
+                .and_then(|bytes| usize::try_from(bytes).ok())
+                .unwrap_or(DEFAULT_STREAM_LIMIT),
+        }
+    }
+
     fn parse_destination(&self, destination: &RunnerDestination) -> anyhow::Result<SpritesConfig> {
         if destination.provider_id != PROVIDER_ID {
             anyhow::bail!(
@@ -166,9 +243,13 @@ impl SpritesRunnerProvider {
             }
             .into());
         }
+        // Set again: someone may have changed the sprite's policy since.
+        apply_network_policy(&client, &persisted.name, &persisted.sandbox).await?;
+        let sandbox = self.command_sandbox(&persisted.sandbox);
         Ok(Arc::new(SpritesSession::new(
             client,
             persisted,
+            sandbox,
             state.destination_id,
             state.snapshot,
         )))
@@ -245,13 +326,25 @@ impl RemoteRunnerProvider for SpritesRunnerProvider {
             },
             None => (create_generated(&client, &config).await?, true),
         };
-        if let Err(err) = make_working_dir(&client, &name, &config.working_dir).await {
+        let sandbox = self.command_sandbox(&config.sandbox);
+        // The network policy first: no command may run before it holds.
+        let prepared = match apply_network_policy(&client, &name, &config.sandbox).await {
+            Ok(()) => make_working_dir(&client, &name, &config.working_dir, &sandbox)
+                .await
+                .map_err(|err| {
+                    err.context(format!(
+                        "could not make working_dir {} in sprite \"{name}\"",
+                        config.working_dir
+                    ))
+                }),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = prepared {
             if created && config.cleanup == Cleanup::DeleteOnClose {
                 // Best effort: the original error matters more than a failed clean-up.
                 let deleted = client.delete_sprite(&name).await.is_ok();
                 return Err(err.context(format!(
-                    "sprite \"{name}\" was created but its working_dir {} could not be made, so it was {}",
-                    config.working_dir,
+                    "sprite \"{name}\" was created but could not be prepared, so it was {}",
                     if deleted {
                         "deleted again"
                     } else {
@@ -259,20 +352,19 @@ impl RemoteRunnerProvider for SpritesRunnerProvider {
                     }
                 )));
             }
-            return Err(err.context(format!(
-                "could not make working_dir {} in sprite \"{name}\"",
-                config.working_dir
-            )));
+            return Err(err);
         }
         let persisted = PersistedSession {
             name,
             working_dir: config.working_dir,
             base_url: config.base_url,
             cleanup: config.cleanup,
+            sandbox: config.sandbox,
         };
         Ok(Arc::new(SpritesSession::new(
             client,
             persisted,
+            sandbox,
             destination.id,
             None,
         )))
@@ -320,7 +412,12 @@ async fn create_generated(
 /// `/`: the same directory on a sprite, and inside the sprite's directory on
 /// a fake server that runs commands on its host. Being idempotent, it is
 /// retried on 5xx as well as while the new sprite is "not ready".
-async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyhow::Result<()> {
+async fn make_working_dir(
+    client: &SpritesClient,
+    name: &str,
+    dir: &str,
+    sandbox: &CommandSandbox,
+) -> anyhow::Result<()> {
     let relative = dir.trim_start_matches('/');
     if relative.is_empty() {
         return Ok(());
@@ -328,7 +425,7 @@ async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyh
     let call = ExecCall {
         argv: vec!["mkdir".into(), "-p".into(), "--".into(), relative.into()],
         dir: "/".into(),
-        env: environment(&[]),
+        env: environment(sandbox, &[]),
     };
     let mut collector = ExecCollector::default();
     client
@@ -345,6 +442,32 @@ async fn make_working_dir(client: &SpritesClient, name: &str, dir: &str) -> anyh
         );
     }
     Ok(())
+}
+
+/// Sets sprite `name`'s network policy from `policy` (nothing with
+/// `mode = "none"`). A failure refuses the session: commands must not run
+/// with a network the policy says is off, and not in silence either.
+async fn apply_network_policy(
+    client: &SpritesClient,
+    name: &str,
+    policy: &SandboxPolicy,
+) -> anyhow::Result<()> {
+    let Some(rules) = sandbox::network_rules(policy) else {
+        return Ok(());
+    };
+    client
+        .set_network_policy(name, &rules)
+        .await
+        .map_err(|err| {
+            let wanted = if policy.network.allows() {
+                "no restriction (sandbox network = \"on\")"
+            } else {
+                "deny all egress (sandbox network = \"off\")"
+            };
+            anyhow::Error::new(err).context(format!(
+                "could not set the network policy of sprite \"{name}\" to {wanted}, so no command runs there; fix the cause above, or opt out of the sandbox with [sandbox] mode = \"none\""
+            ))
+        })
 }
 
 #[cfg(test)]

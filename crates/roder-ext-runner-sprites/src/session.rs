@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::PROVIDER_ID;
 use crate::client::SpritesClient;
 use crate::config::{Cleanup, PersistedSession};
-use crate::exec::{self, CommandRegistry};
+use crate::exec::{self, CommandRegistry, CommandSandbox};
 use crate::paths::resolve;
 
 /// Where the handle stands; remote state is the sprite's own business.
@@ -35,6 +35,7 @@ enum Lifecycle {
 pub(crate) struct SpritesSession {
     client: SpritesClient,
     persisted: PersistedSession,
+    sandbox: CommandSandbox,
     destination_id: String,
     snapshot: Mutex<Option<RunnerSnapshotRef>>,
     commands: Arc<CommandRegistry>,
@@ -45,12 +46,14 @@ impl SpritesSession {
     pub(crate) fn new(
         client: SpritesClient,
         persisted: PersistedSession,
+        sandbox: CommandSandbox,
         destination_id: String,
         snapshot: Option<RunnerSnapshotRef>,
     ) -> Self {
         Self {
             client,
             persisted,
+            sandbox,
             destination_id,
             snapshot: Mutex::new(snapshot),
             commands: Arc::new(CommandRegistry::default()),
@@ -116,6 +119,7 @@ impl RemoteRunnerSession for SpritesSession {
             &self.client,
             self.name(),
             &self.persisted.working_dir,
+            &self.sandbox,
             &self.commands,
             request,
         )

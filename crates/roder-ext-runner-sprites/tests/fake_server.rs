@@ -12,7 +12,7 @@ use roder_api::remote_runner::{
     RunnerFileReadRequest, RunnerFileWriteRequest, RunnerManifest, RunnerPortRequest,
 };
 use roder_ext_runner_sprites::{
-    PROVIDER_ID, RetryPolicy, SpritesError, SpritesProviderOptions, SpritesRunnerProvider,
+    HostEnv, PROVIDER_ID, RetryPolicy, SpritesError, SpritesProviderOptions, SpritesRunnerProvider,
     TOKEN_ENV, TokenSource,
 };
 use roder_testkit::fake_sprites::{FakeRoute, FakeSpritesServer};
@@ -36,6 +36,8 @@ fn provider_with_token(fake: &FakeSpritesServer, token: &str) -> SpritesRunnerPr
         token: TokenSource::Static(token.to_string()),
         base_url: Some(fake.base_url()),
         retry: instant_retry(),
+        host_env: HostEnv::Static(Vec::new()),
+        credential_vars: Vec::new(),
     })
 }
 
@@ -609,6 +611,7 @@ async fn an_unreachable_base_url_says_so() {
         token: TokenSource::Static("t".into()),
         base_url: None,
         retry: instant_retry(),
+        ..Default::default()
     });
     let err = provider
         .create_session(destination(
