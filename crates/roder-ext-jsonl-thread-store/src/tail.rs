@@ -237,4 +237,38 @@ mod tests {
         forget(&path);
         assert_eq!(cached(&path, &metadata), None);
     }
+
+    proptest::proptest! {
+        /// Any bytes at all (the file is not trusted): no panic, and a seq
+        /// is only ever read from a line that holds one.
+        #[test]
+        fn scan_survives_arbitrary_bytes(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..6000)) {
+            let found = scan_bytes(&bytes);
+            proptest::prop_assert_eq!(found.ends_with_newline, bytes.is_empty() || bytes.last() == Some(&b'\n'));
+        }
+
+        /// Whole lines of any length (across window sizes), then maybe a
+        /// torn one: the last whole line's seq.
+        #[test]
+        fn scan_finds_the_last_whole_line(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            lines in proptest::collection::vec((1u64..u64::MAX, 0usize..12_000), 1..6),
+            torn in proptest::option::of(0usize..40),
+        ) {
+            // Junk first, on a line of its own (a damaged start of file).
+            let mut bytes: Vec<u8> = junk.into_iter().filter(|byte| *byte != b'\n').collect();
+            bytes.push(b'\n');
+            let mut last = 0;
+            for (seq, pad) in &lines {
+                bytes.extend_from_slice(format!("{{\"seq\":{seq},\"pad\":\"{}\"}}\n", "p".repeat(*pad)).as_bytes());
+                last = *seq;
+            }
+            if let Some(cut) = torn {
+                let whole = format!("{{\"seq\":{},\"pad\":\"{}\"}}", last.wrapping_add(1), "q".repeat(30));
+                bytes.extend_from_slice(whole.as_bytes().get(..cut.min(whole.len() - 1)).unwrap());
+            }
+            let found = scan_bytes(&bytes);
+            proptest::prop_assert_eq!(found.last_seq, last);
+        }
+    }
 }
