@@ -313,11 +313,13 @@ mod tests {
                 .contains("no documented process limit")
         );
 
-        let mut policy = SandboxPolicy::default();
-        policy.network = NetworkAccess::On;
+        let mut policy = SandboxPolicy {
+            network: NetworkAccess::On,
+            writable_roots: vec!["/opt/cache".into()],
+            ..SandboxPolicy::default()
+        };
         policy.limits.memory_mib = Some(512);
         policy.limits.output_bytes = Some(1000);
-        policy.writable_roots = vec!["/opt/cache".into()];
         let list = protections(&policy);
         assert!(!find(&list, "network").active);
         assert!(find(&list, "network").detail.contains("network = \"on\""));
