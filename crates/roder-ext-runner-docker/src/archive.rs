@@ -47,14 +47,33 @@ pub async fn read(docker: &Docker, container: &str, path: &str) -> anyhow::Resul
     bail!("`{path}` is a chain of more than {MAX_LINK_HOPS} symbolic links")
 }
 
+/// Where writes may land in a container, and whose files they make.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteRules {
+    /// The writable directories of a container with a read-only root
+    /// filesystem (its read-write mounts); `None` when everything is
+    /// writable.
+    pub writable: Option<Vec<String>>,
+    /// Owner of the files and directories a write creates (root if `None`).
+    pub owner: Option<(u32, u32)>,
+}
+
 /// Writes `contents` to absolute `path`, creating missing parents. An
 /// existing file keeps its permission bits; an existing directory is refused
 /// (extracting a file over it would delete the directory).
+///
+/// The daemon extracts archives into the container's filesystem from
+/// outside, where a read-only root filesystem is only a check on the
+/// upload's *destination*, and it follows symbolic links inside the tar's
+/// entry names. So for a confined container the path is resolved here,
+/// link by link, and must end under one of the writable mounts, which is
+/// then the destination; a link out of the workspace is refused.
 pub async fn write(
     docker: &Docker,
     container: &str,
     path: &str,
     contents: &[u8],
+    rules: &WriteRules,
 ) -> anyhow::Result<()> {
     let mut target = path.to_string();
     let mut mode = 0o644;
@@ -76,12 +95,87 @@ pub async fn write(
             }
         }
     }
-    let tar = one_file_tar(&target, contents, mode)?;
-    let options = UploadToContainerOptionsBuilder::default().path("/").build();
+    let (base, missing) = match &rules.writable {
+        None => ("/".to_string(), 0),
+        Some(writable) => {
+            let (resolved, missing) = resolve_dirs(docker, container, &target).await?;
+            target = resolved;
+            let base = writable
+                .iter()
+                .filter(|root| is_under(&target, root))
+                .max_by_key(|root| root.len())
+                .ok_or_else(|| {
+                    let mut roots = writable.clone();
+                    roots.sort();
+                    anyhow::anyhow!(
+                        "cannot write `{path}`{}: the container's root filesystem is read-only under the sandbox policy; only {} are writable",
+                        if target == path { String::new() } else { format!(" (it leads to `{target}`)") },
+                        roots.join(", ")
+                    )
+                })?;
+            (base.clone(), missing)
+        }
+    };
+    let tar = one_file_tar(&base, &target, missing, contents, mode, rules.owner)?;
+    let options = UploadToContainerOptionsBuilder::default()
+        .path(base.as_str())
+        .build();
     docker
         .upload_to_container(container, Some(options), bollard::body_full(tar.into()))
         .await
         .map_err(|error| anyhow::anyhow!("cannot write `{target}`: {}", message_of(&error)))
+}
+
+/// Whether absolute `path` is `root` or below it.
+fn is_under(path: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    path == root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// `path` with every symbolic link among its parent directories resolved,
+/// and how many of its trailing parent directories do not exist yet.
+async fn resolve_dirs(
+    docker: &Docker,
+    container: &str,
+    path: &str,
+) -> anyhow::Result<(String, usize)> {
+    let mut current = path.to_string();
+    let mut hops = 0;
+    'restart: loop {
+        let (parent, _) = paths::split(&current)?;
+        let parts: Vec<String> = parent
+            .split('/')
+            .filter(|part| !part.is_empty())
+            .map(str::to_string)
+            .collect();
+        let mut prefix = String::new();
+        for (index, part) in parts.iter().enumerate() {
+            prefix.push('/');
+            prefix.push_str(part);
+            match stat(docker, container, &prefix).await? {
+                None => return Ok((current, parts.len() - index)),
+                Some(stat) if stat.file_mode & MODE_SYMLINK != 0 => {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS {
+                        bail!("`{path}` goes through more than {MAX_LINK_HOPS} symbolic links");
+                    }
+                    let resolved = link_target(&prefix, &stat.link_target)?;
+                    let rest = current.get(prefix.len()..).unwrap_or_default();
+                    current =
+                        paths::resolve("/", std::path::Path::new(&format!("{resolved}{rest}")))?;
+                    continue 'restart;
+                }
+                Some(stat) if stat.file_mode & MODE_DIR == 0 => {
+                    bail!("`{prefix}` is not a directory, so `{path}` cannot be written")
+                }
+                Some(_) => {}
+            }
+        }
+        return Ok((current, 0));
+    }
 }
 
 /// The daemon's stat of `path` (without following a final link), or `None`
@@ -190,23 +284,51 @@ fn go_mode_to_unix(mode: u32) -> u32 {
     unix
 }
 
-/// A tar holding one regular file whose name is `path` without its leading
-/// `/` (extracted at `/`), owned by root.
-fn one_file_tar(path: &str, contents: &[u8], mode: u32) -> anyhow::Result<Vec<u8>> {
-    let name = path.trim_start_matches('/');
+/// A tar, extracted at `base`, holding the regular file `path` (under
+/// `base`) and entries for its last `missing` parent directories (0755),
+/// all owned by `owner` (root if `None`).
+fn one_file_tar(
+    base: &str,
+    path: &str,
+    missing: usize,
+    contents: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> anyhow::Result<Vec<u8>> {
+    let base = base.trim_end_matches('/');
+    let name = path
+        .strip_prefix(base)
+        .unwrap_or(path)
+        .trim_start_matches('/');
+    let (uid, gid) = owner.unwrap_or((0, 0));
+    let mtime = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0);
+    let mut builder = tar::Builder::new(Vec::with_capacity(contents.len() + 2048));
+    let parents: Vec<&str> = name
+        .match_indices('/')
+        .map(|(at, _)| name.get(..at).unwrap_or_default())
+        .collect();
+    for dir in parents.iter().skip(parents.len().saturating_sub(missing)) {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        header.set_mode(0o755);
+        header.set_uid(uid.into());
+        header.set_gid(gid.into());
+        header.set_mtime(mtime);
+        builder
+            .append_data(&mut header, format!("{dir}/"), std::io::empty())
+            .with_context(|| format!("cannot pack `{path}` for upload"))?;
+    }
     let mut header = tar::Header::new_gnu();
     header.set_entry_type(tar::EntryType::Regular);
     header.set_size(contents.len() as u64);
     header.set_mode(mode);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_mtime(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_secs())
-            .unwrap_or(0),
-    );
-    let mut builder = tar::Builder::new(Vec::with_capacity(contents.len() + 2048));
+    header.set_uid(uid.into());
+    header.set_gid(gid.into());
+    header.set_mtime(mtime);
     builder
         .append_data(&mut header, name, contents)
         .with_context(|| format!("cannot pack `{path}` for upload"))?;
@@ -221,7 +343,7 @@ mod tests {
 
     #[test]
     fn a_packed_file_unpacks_to_the_same_bytes() {
-        let tar = one_file_tar("/workspace/deep/f.txt", b"hello", 0o755).unwrap();
+        let tar = one_file_tar("/", "/workspace/deep/f.txt", 0, b"hello", 0o755, None).unwrap();
         let mut archive = tar::Archive::new(tar.as_slice());
         let mut entries = archive.entries().unwrap();
         let mut entry = entries.next().unwrap().unwrap();
@@ -235,6 +357,39 @@ mod tests {
             Entry::File(bytes) => assert_eq!(bytes, b"hello"),
             Entry::Link(_) => panic!("a file is not a link"),
         }
+    }
+
+    #[test]
+    fn missing_parents_are_packed_for_the_owner_below_the_base() {
+        let tar = one_file_tar("/w", "/w/a/b/f.txt", 1, b"x", 0o644, Some((7, 8))).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let entries: Vec<(String, bool, u64)> = archive
+            .entries()
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                (
+                    entry.path().unwrap().to_string_lossy().into_owned(),
+                    entry.header().entry_type().is_dir(),
+                    entry.header().uid().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            entries,
+            vec![
+                ("a/b/".to_string(), true, 7),
+                ("a/b/f.txt".to_string(), false, 7)
+            ]
+        );
+    }
+
+    #[test]
+    fn under_means_the_root_or_below_it() {
+        assert!(is_under("/workspace/a", "/workspace"));
+        assert!(is_under("/workspace", "/workspace/"));
+        assert!(!is_under("/workspace2/a", "/workspace"));
+        assert!(!is_under("/etc/x", "/workspace"));
     }
 
     #[test]

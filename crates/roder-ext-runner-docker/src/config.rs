@@ -15,6 +15,9 @@ use std::path::{Component, Path};
 
 use anyhow::bail;
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
+use roder_api::sandbox_policy::{
+    BASE_ENV, KNOWN_CREDENTIAL_VARS, SANDBOX_CONFIG_KEY, SandboxMode, SandboxPolicy,
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -29,7 +32,7 @@ pub const DEFAULT_NETWORK: &str = "none";
 /// Most pre-created containers one destination config may keep warm.
 pub const MAX_POOL_SIZE: usize = 32;
 
-const KNOWN_FIELDS: [&str; 13] = [
+const KNOWN_FIELDS: [&str; 15] = [
     "image",
     WORKSPACE_CONFIG_KEY,
     "workdir",
@@ -43,6 +46,8 @@ const KNOWN_FIELDS: [&str; 13] = [
     "cleanup",
     "labels",
     "pool_size",
+    SANDBOX_CONFIG_KEY,
+    "user",
 ];
 
 /// What `close` does with the container.
@@ -99,14 +104,19 @@ pub struct DockerConfig {
     /// to it and run commands in it), else `workdir`/`working_dir`, else
     /// [`DEFAULT_WORKDIR`]. Docker creates it when the container starts.
     pub workdir: String,
-    /// Container environment, sorted by name.
+    /// Container environment, sorted by name: the config's `env`, then the
+    /// policy's `env.pass` (from this process's environment, but never
+    /// [`BASE_ENV`]: the image has its own `PATH` and `HOME`) and
+    /// `env.set`. Never a [`KNOWN_CREDENTIAL_VARS`] name.
     pub env: Vec<(String, String)>,
     /// CPU limit in cores (`NanoCpus`).
     pub cpus: Option<f64>,
     /// Memory limit in bytes.
     pub memory: Option<i64>,
-    /// `none` (default), `bridge`, `host` or a network name.
-    pub network: String,
+    /// `none`, `bridge`, `host` or a network name, as the config gives it;
+    /// the container's network follows from it and the policy (see
+    /// [`crate::sandbox::Confinement`]).
+    pub network: Option<String>,
     /// Container TCP ports published on 127.0.0.1 at ephemeral host ports.
     pub ports: Vec<u16>,
     pub mounts: Vec<BindMount>,
@@ -115,6 +125,14 @@ pub struct DockerConfig {
     pub labels: BTreeMap<String, String>,
     /// Pre-created containers kept warm for this config (0: no pool).
     pub pool_size: usize,
+    /// The policy the container enforces: the config's `sandbox` (the
+    /// runtime writes a thread's own there), else the default one (enforce,
+    /// network off). Part of the fingerprint, so a pool never hands a
+    /// container of one policy to a thread of another.
+    pub sandbox: SandboxPolicy,
+    /// `uid` or `uid:gid` (numeric) commands and the container run as;
+    /// `None` keeps the image's user.
+    pub user: Option<String>,
 }
 
 impl DockerConfig {
@@ -140,28 +158,67 @@ impl DockerConfig {
             );
         }
         let fields = Fields { object, source };
+        let sandbox = fields.sandbox()?;
+        let mut env = fields.env()?;
+        merge_policy_env(&mut env, &sandbox);
         let config = Self {
             image: fields.image()?,
             workdir: fields.workdir()?,
-            env: fields.env()?,
+            env,
             cpus: fields.cpus()?,
             memory: fields.memory()?,
-            network: fields
-                .string("network")?
-                .unwrap_or_else(|| DEFAULT_NETWORK.to_string()),
+            network: fields.string("network")?,
             ports: fields.ports()?,
             mounts: fields.mounts()?,
             cleanup: fields.cleanup()?,
             labels: fields.labels()?,
             pool_size: fields.pool_size()?,
+            user: fields.user()?,
+            sandbox,
         };
-        if !config.ports.is_empty() && config.network == "none" {
+        let enforce = config.sandbox.mode == SandboxMode::Enforce;
+        if let Some(network) = config.network.as_deref()
+            && network != DEFAULT_NETWORK
+            && enforce
+            && !config.sandbox.network.allows()
+        {
             bail!(
-                "docker {source} publishes ports {:?} but `network` is \"none\"; set `network` to \"bridge\" (or another network) to publish ports",
+                "docker {source} sets `network` to {network:?} but its sandbox policy has the network off; set `sandbox.network` to \"on\" (or remove `network`)"
+            );
+        }
+        if enforce && config.workdir == "/" {
+            bail!(
+                "docker {source} puts the workspace at `/`, where the sandbox cannot bound writes; bind the thread at a directory such as /workspace"
+            );
+        }
+        let network = crate::sandbox::Confinement::of(&config).network_mode;
+        if !config.ports.is_empty() && network == "none" {
+            bail!(
+                "docker {source} publishes ports {:?} but the container's network is \"none\"; set `sandbox.network` to \"on\" and `network` to \"bridge\" (or another network) to publish ports",
                 config.ports
             );
         }
         Ok(config)
+    }
+
+    /// The config of `image`-less containers of `policy`, for describing
+    /// what such a policy becomes ([`crate::sandbox::protections`]).
+    pub fn for_policy(sandbox: SandboxPolicy, user: Option<String>) -> Self {
+        Self {
+            image: String::new(),
+            workdir: DEFAULT_WORKDIR.to_string(),
+            env: Vec::new(),
+            cpus: None,
+            memory: None,
+            network: None,
+            ports: Vec::new(),
+            mounts: Vec::new(),
+            cleanup: Cleanup::DeleteOnClose,
+            labels: BTreeMap::new(),
+            pool_size: 0,
+            sandbox,
+            user,
+        }
     }
 
     /// A stable digest of everything that shapes the container, used as the
@@ -170,6 +227,29 @@ impl DockerConfig {
         let canonical = serde_json::to_string(self).unwrap_or_default();
         format!("{:016x}", fnv1a(canonical.as_bytes()))
     }
+}
+
+/// Whether `name` holds a credential Roder knows of.
+pub fn is_credential(name: &str) -> bool {
+    KNOWN_CREDENTIAL_VARS.contains(&name)
+}
+
+/// Adds the policy's `env.pass` (values from this process, without
+/// [`BASE_ENV`]) and `env.set` to `env`, through
+/// [`SandboxPolicy::command_env`], so no credential gets in.
+fn merge_policy_env(env: &mut Vec<(String, String)>, policy: &SandboxPolicy) {
+    let credentials: Vec<String> = KNOWN_CREDENTIAL_VARS
+        .iter()
+        .map(|name| name.to_string())
+        .collect();
+    let host = std::env::vars_os().filter_map(|(name, value)| {
+        let name = name.into_string().ok()?;
+        let value = value.into_string().ok()?;
+        (!BASE_ENV.contains(&name.as_str())).then_some((name, value))
+    });
+    let mut merged: BTreeMap<String, String> = env.drain(..).collect();
+    merged.extend(policy.command_env(host, &credentials));
+    env.extend(merged);
 }
 
 /// FNV-1a: tiny and stable across Rust releases (unlike `DefaultHasher`),
@@ -290,6 +370,12 @@ impl Fields<'_> {
             if key.is_empty() || key.contains('=') || key.contains('\0') {
                 bail!(
                     "docker {} field `env` has an invalid variable name {key:?} (empty, or contains '=' or NUL)",
+                    self.source
+                );
+            }
+            if is_credential(key) {
+                bail!(
+                    "docker {} field `env.{key}` names a credential variable; commands never get a provider's credential, so remove it",
                     self.source
                 );
             }
@@ -470,6 +556,34 @@ impl Fields<'_> {
         Ok(parsed)
     }
 
+    /// The `sandbox` policy, else the default one (enforce, network off).
+    fn sandbox(&self) -> anyhow::Result<SandboxPolicy> {
+        match self.get(SANDBOX_CONFIG_KEY) {
+            None => Ok(SandboxPolicy::default()),
+            Some(value) => serde_json::from_value(value.clone()).map_err(|error| {
+                anyhow::anyhow!(
+                    "docker {} field `{SANDBOX_CONFIG_KEY}` is not a sandbox policy: {error}",
+                    self.source
+                )
+            }),
+        }
+    }
+
+    /// `uid` or `uid:gid`, numeric: the image needs no passwd entry, and
+    /// the workspace volume is made that owner's.
+    fn user(&self) -> anyhow::Result<Option<String>> {
+        let Some(user) = self.string("user")? else {
+            return Ok(None);
+        };
+        if parse_user(&user).is_none() {
+            bail!(
+                "docker {} field `user` must be a numeric `uid` or `uid:gid` (e.g. \"1000:1000\"), got {user:?}",
+                self.source
+            );
+        }
+        Ok(Some(user))
+    }
+
     fn pool_size(&self) -> anyhow::Result<usize> {
         match self.get("pool_size") {
             None => Ok(0),
@@ -481,6 +595,19 @@ impl Fields<'_> {
                 ),
             },
         }
+    }
+}
+
+/// `"1000:1000"` → (1000, 1000); `"1000"` → (1000, 1000).
+pub fn parse_user(user: &str) -> Option<(u32, u32)> {
+    let number = |text: &str| {
+        (!text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()))
+            .then(|| text.parse::<u32>().ok())
+            .flatten()
+    };
+    match user.split_once(':') {
+        Some((uid, gid)) => Some((number(uid)?, number(gid)?)),
+        None => number(user).map(|uid| (uid, uid)),
     }
 }
 
@@ -518,7 +645,8 @@ mod tests {
         let config = parse(json!({"image": "roder-sandbox:latest"})).unwrap();
         assert_eq!(config.image, "roder-sandbox:latest");
         assert_eq!(config.workdir, DEFAULT_WORKDIR);
-        assert_eq!(config.network, "none");
+        assert_eq!(config.network, None);
+        assert_eq!(config.sandbox, SandboxPolicy::default());
         assert_eq!(config.cleanup, Cleanup::DeleteOnClose);
         assert_eq!(config.pool_size, 0);
         assert!(config.env.is_empty() && config.ports.is_empty() && config.mounts.is_empty());
@@ -534,6 +662,8 @@ mod tests {
             "cpus": 1.5,
             "memory": "512m",
             "network": "bridge",
+            "sandbox": {"network": "on"},
+            "user": "1000:1001",
             "ports": [8080, 3000, 8080],
             "mounts": [{"source": "/host", "target": "/data", "read_only": true}],
             "cleanup": "keep",
@@ -560,6 +690,49 @@ mod tests {
         assert_eq!(config.cleanup, Cleanup::Keep);
         assert_eq!(config.labels.get("team").map(String::as_str), Some("x"));
         assert_eq!(config.pool_size, 3);
+        assert_eq!(config.user.as_deref(), Some("1000:1001"));
+        assert!(config.sandbox.network.allows());
+    }
+
+    #[test]
+    fn the_sandbox_policy_is_checked_and_shapes_the_fingerprint() {
+        let message = error(json!({"image": "i", "sandbox": {"netwrok": "on"}}));
+        assert!(
+            message.contains("field `sandbox`") && message.contains("netwrok"),
+            "{message}"
+        );
+        let message = error(json!({"image": "i", "network": "bridge"}));
+        assert!(message.contains("sandbox.network"), "{message}");
+        let off = parse(json!({"image": "i"})).unwrap();
+        let on = parse(json!({"image": "i", "sandbox": {"network": "on"}})).unwrap();
+        assert_ne!(off.fingerprint(), on.fingerprint());
+        assert!(error(json!({"image": "i", "user": "nobody"})).contains("`user`"));
+        assert!(error(json!({"image": "i", "workdir": "/"})).contains("bound writes"));
+        assert!(parse(json!({"image": "i", "workdir": "/", "sandbox": {"mode": "none"}})).is_ok());
+    }
+
+    #[test]
+    fn credentials_never_reach_the_container_environment() {
+        let message = error(json!({"image": "i", "env": {"OPENAI_API_KEY": "sk"}}));
+        assert!(
+            message.contains("env.OPENAI_API_KEY") && message.contains("credential"),
+            "{message}"
+        );
+        let config = parse(json!({
+            "image": "i",
+            "sandbox": {"env": {"pass": ["PATH", "GITHUB_TOKEN"], "set": {"MY_FLAG": "1", "GH_TOKEN": "x"}}}
+        }))
+        .unwrap();
+        assert_eq!(config.env, vec![("MY_FLAG".to_string(), "1".to_string())]);
+    }
+
+    #[test]
+    fn users_are_numeric() {
+        assert_eq!(parse_user("1000"), Some((1000, 1000)));
+        assert_eq!(parse_user("1000:50"), Some((1000, 50)));
+        assert_eq!(parse_user("root"), None);
+        assert_eq!(parse_user("1:"), None);
+        assert_eq!(parse_user("99999999999"), None);
     }
 
     #[test]

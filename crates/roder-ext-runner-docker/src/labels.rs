@@ -24,6 +24,10 @@ pub const POOL: &str = "dev.roder.pool";
 pub const POOL_OWNER: &str = "dev.roder.pool.owner";
 /// On snapshot images: the container they were committed from.
 pub const SNAPSHOT_OF: &str = "dev.roder.snapshot.of";
+/// On snapshot images of a confined container: the image directory holding
+/// the workspace's files (the workspace itself is a volume, which a commit
+/// does not capture); copied into the workspace when a container starts.
+pub const SNAPSHOT_WORKSPACE: &str = "dev.roder.snapshot.workspace";
 /// The id of the Roder home (thread store) whose provider made the
 /// container; `gc` of one home never removes another home's containers.
 pub const HOME: &str = "dev.roder.home";

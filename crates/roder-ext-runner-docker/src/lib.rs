@@ -33,7 +33,9 @@ mod paths;
 mod pool;
 mod provider;
 mod running;
+pub mod sandbox;
 mod session;
+mod snapshot;
 
 /// The Docker client crate [`DockerRunnerProvider::docker`] hands out, for
 /// tooling and tests that inspect or clean up containers with the same
@@ -44,4 +46,5 @@ pub use config::{Cleanup, DockerConfig};
 pub use exec::MARKER_VAR;
 pub use gc::{GcEntry, GcOptions, GcReport, GcVerdict};
 pub use provider::{DockerRunnerProvider, PROVIDER_ID};
+pub use sandbox::{BUILD_CAPABILITIES, protections};
 pub use session::{DockerSession, SNAPSHOT_REPOSITORY};

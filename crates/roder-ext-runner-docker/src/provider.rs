@@ -14,8 +14,9 @@ use roder_api::remote_runner::{
     RunnerDestination, RunnerMountCapabilities, RunnerSessionState,
 };
 
+use crate::archive::WriteRules;
 use crate::client::{self, Client, is_not_found, message_of};
-use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig};
+use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig, parse_user};
 use crate::gc::{GcOptions, GcReport};
 use crate::pool::Pool;
 use crate::session::{DockerSession, Opened};
@@ -168,6 +169,19 @@ impl DockerRunnerProvider {
         gc::collect(docker, &collector, live_thread_ids).await
     }
 
+    /// What containers of `policy` are protected by on this machine, and
+    /// what not and why (for `roder sandbox status` and `runners/list`).
+    /// `user` is the destination's `user` setting, if any. Describes
+    /// containers created from now on, from the policy alone and whether a
+    /// daemon socket is there: it does not contact the daemon.
+    pub fn protections(
+        &self,
+        policy: &roder_api::sandbox_policy::SandboxPolicy,
+        user: Option<&str>,
+    ) -> Vec<roder_api::sandbox_policy::Protection> {
+        crate::sandbox::protections(policy, user, client::daemon_socket_present())
+    }
+
     fn check_provider(&self, provider_id: &str, what: &str) -> anyhow::Result<()> {
         if provider_id != PROVIDER_ID {
             bail!("{what} is for runner provider `{provider_id}`, not `{PROVIDER_ID}`");
@@ -291,6 +305,12 @@ fn opened_from(
         paused: inspect.state.as_ref().and_then(|state| state.status)
             == Some(ContainerStateStatusEnum::PAUSED),
         session_destination: destination_id,
+        rules: WriteRules {
+            writable: container::writable_paths(inspect),
+            owner: config
+                .and_then(|config| config.user.as_deref())
+                .and_then(parse_user),
+        },
     })
 }
 
@@ -360,6 +380,7 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
                 container::create_and_start(docker, &config, all, &name).await?
             }
         };
+        let rules = container::write_rules(&config);
         Ok(Arc::new(DockerSession::new(
             self.client.clone(),
             Opened {
@@ -369,6 +390,7 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
                 cleanup: config.cleanup,
                 paused: false,
                 session_destination: destination.id,
+                rules,
             },
         )))
     }

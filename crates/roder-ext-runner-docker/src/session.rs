@@ -16,11 +16,12 @@ use roder_api::remote_runner::{
 };
 use serde_json::json;
 
+use crate::archive::WriteRules;
 use crate::client::{Client, message_of};
-use crate::config::Cleanup;
+use crate::config::{Cleanup, is_credential};
 use crate::exec::{self, ExecRequest};
 use crate::running::RunningCommands;
-use crate::{archive, container, labels, paths};
+use crate::{archive, container, labels, paths, snapshot};
 
 /// Repository of the images `snapshot` commits.
 pub const SNAPSHOT_REPOSITORY: &str = "roder-snapshot";
@@ -43,6 +44,8 @@ pub(crate) struct Opened {
     pub cleanup: Cleanup,
     pub paused: bool,
     pub session_destination: String,
+    /// Where file writes may land (the sandbox's writable mounts).
+    pub rules: WriteRules,
 }
 
 /// A session over one container.
@@ -51,6 +54,7 @@ pub struct DockerSession {
     container_id: String,
     workdir: String,
     cleanup: Cleanup,
+    rules: WriteRules,
     state: Mutex<RunnerSessionState>,
     phase: Mutex<Phase>,
     running: RunningCommands,
@@ -82,6 +86,7 @@ impl DockerSession {
             container_id: opened.container_id,
             workdir: opened.workdir,
             cleanup: opened.cleanup,
+            rules: opened.rules,
             state: Mutex::new(state),
             phase: Mutex::new(Phase::Live),
             running: RunningCommands::default(),
@@ -197,7 +202,10 @@ impl RemoteRunnerSession for DockerSession {
                     request.command_id
                 );
             }
-            env.push(format!("{name}={value}"));
+            // A command never gets a credential, whatever asks for it.
+            if !is_credential(name) {
+                env.push(format!("{name}={value}"));
+            }
         }
         let registration = self.running.register(&request.command_id)?;
         let docker = self.docker().await?;
@@ -240,7 +248,14 @@ impl RemoteRunnerSession for DockerSession {
         let path = self.resolve(&request.path)?;
         paths::split(&path)?;
         let docker = self.docker().await?;
-        archive::write(docker, &self.container_id, &path, &request.contents).await
+        archive::write(
+            docker,
+            &self.container_id,
+            &path,
+            &request.contents,
+            &self.rules,
+        )
+        .await
     }
 
     /// The host URL of a container port published through the config's
@@ -308,42 +323,53 @@ impl RemoteRunnerSession for DockerSession {
     /// Commits the container to `roder-snapshot:<container>-<suffix>`. The
     /// image blanks Roder's container labels so containers created from it
     /// do not look like this one (or like a pool container) to `gc`.
+    ///
+    /// A confined container's workspace is a volume, which a commit does
+    /// not capture, so its snapshot is built from a helper container of the
+    /// same image holding a copy of the workspace under
+    /// [`snapshot::SAVED_WORKSPACES`]; containers of the snapshot copy it
+    /// back into their workspace when they start.
     async fn snapshot(&self) -> anyhow::Result<Option<RunnerSnapshotRef>> {
         let docker = self.docker().await?;
         let tag = format!("{}-{}", self.short_id(), labels::name_suffix());
-        let options = CommitContainerOptionsBuilder::default()
-            .container(&self.container_id)
-            .repo(SNAPSHOT_REPOSITORY)
-            .tag(&tag)
-            .comment("roder docker runner snapshot")
-            .pause(true)
-            .build();
         let mut image_labels: HashMap<String, String> = labels::CONTAINER_ONLY
             .iter()
             .map(|key| (key.to_string(), String::new()))
             .collect();
         image_labels.insert(labels::SNAPSHOT_OF.to_string(), self.container_id.clone());
-        let committed = docker
-            .commit_container(
-                options,
-                ContainerConfig {
-                    labels: Some(image_labels),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|error| {
-                anyhow::anyhow!(
-                    "cannot snapshot container {}: {}",
-                    self.short_id(),
-                    message_of(&error)
+        let inspect = container::inspect(docker, &self.container_id).await?;
+        let on_volume = container::tmpfs_volumes(&inspect).contains(&self.workdir);
+        let committed = if on_volume {
+            snapshot::commit_with_workspace(docker, &inspect, &self.workdir, &tag, image_labels)
+                .await
+        } else {
+            let options = CommitContainerOptionsBuilder::default()
+                .container(&self.container_id)
+                .repo(SNAPSHOT_REPOSITORY)
+                .tag(&tag)
+                .comment("roder docker runner snapshot")
+                .pause(true)
+                .build();
+            docker
+                .commit_container(
+                    options,
+                    ContainerConfig {
+                        labels: Some(image_labels),
+                        ..Default::default()
+                    },
                 )
-            })?;
+                .await
+                .map(|committed| committed.id)
+                .map_err(|error| anyhow::anyhow!("{}", message_of(&error)))
+        }
+        .map_err(|error| {
+            anyhow::anyhow!("cannot snapshot container {}: {error:#}", self.short_id())
+        })?;
         let snapshot = RunnerSnapshotRef {
             provider_id: crate::PROVIDER_ID.to_string(),
             snapshot_id: format!("{SNAPSHOT_REPOSITORY}:{tag}"),
             metadata: json!({
-                "image_id": committed.id,
+                "image_id": committed,
                 "container_id": self.container_id,
             }),
         };

@@ -377,7 +377,7 @@ async fn expose_port_returns_the_published_host_url() {
     let session = session(
         &provider,
         "thread-t-ports",
-        label.config(json!({"network": "bridge", "ports": [8080]})),
+        label.config(json!({"network": "bridge", "ports": [8080], "sandbox": {"network": "on"}})),
     )
     .await;
     write(
@@ -621,7 +621,14 @@ async fn a_stopped_container_is_started_again_on_resume() {
         return;
     };
     let label = TestLabel::new(&provider).await;
-    let session = session(&provider, "thread-t-stopped", label.config(json!({}))).await;
+    // Unconfined, the workspace is on the container's own filesystem and
+    // survives a stop.
+    let session = session(
+        &provider,
+        "thread-t-stopped",
+        label.config(json!({"sandbox": {"mode": "none"}})),
+    )
+    .await;
     write(session.as_ref(), "f.txt", "survives a stop\n")
         .await
         .unwrap();
@@ -637,6 +644,28 @@ async fn a_stopped_container_is_started_again_on_resume() {
         "survives a stop\n"
     );
     resumed.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stopped_confined_container_is_refused_on_resume_because_its_workspace_is_gone() {
+    let Some(provider) = provider("a_stopped_confined_container_is_refused_on_resume").await else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let session = session(&provider, "thread-t-stopped-c", label.config(json!({}))).await;
+    write(session.as_ref(), "f.txt", "on tmpfs\n")
+        .await
+        .unwrap();
+    let state = session.detach().await.unwrap();
+    let docker = provider.docker().await.unwrap();
+    docker
+        .stop_container(&state.session_id, None)
+        .await
+        .unwrap();
+    let error = provider.resume_session(state).await.err().unwrap();
+    let text = format!("{error:#}");
+    assert!(text.contains("files are gone"), "{text}");
+    assert!(text.contains("/workspace"), "{text}");
 }
 
 #[tokio::test]
