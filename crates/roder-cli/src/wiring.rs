@@ -12,7 +12,7 @@ use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
 use roder_ext_runner_docker::DockerRunnerProvider;
 use roder_ext_runner_git_worktree::{GitWorktreeMaterializer, GitWorktreeRunnerProvider};
-use roder_ext_runner_sprites::SpritesRunnerProvider;
+use roder_ext_runner_sprites::{SpritesProviderOptions, SpritesRunnerProvider};
 use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
 
 use crate::config::{ProviderEntry, ProviderKind, Settings};
@@ -48,7 +48,12 @@ pub fn runtime(
     }));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
-    builder.remote_runner_provider(Arc::new(SpritesRunnerProvider::default()));
+    builder.remote_runner_provider(Arc::new(SpritesRunnerProvider::new(
+        SpritesProviderOptions {
+            credential_vars: settings.credential_vars(),
+            ..SpritesProviderOptions::default()
+        },
+    )));
     builder.remote_runner_provider(docker.clone());
     builder.remote_runner_provider(Arc::new(GitWorktreeRunnerProvider::new(
         settings.worktrees_dir(),
