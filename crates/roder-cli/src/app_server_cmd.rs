@@ -48,7 +48,14 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
                     tokio::io::stdin(),
                     tokio::io::stdout(),
                 ) => served,
-                () = stop => Ok(()),
+                () = stop => {
+                    // tokio reads stdin on a blocking thread that the
+                    // runtime's shutdown would wait on until the client
+                    // closes stdin; the turns are interrupted and saved, so
+                    // leave now.
+                    wired.shutdown().await;
+                    std::process::exit(0);
+                }
             }
         }
         Some(listen) => {

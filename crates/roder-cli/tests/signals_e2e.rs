@@ -1,6 +1,6 @@
 //! `roder exec` stopped from outside, through the real binary: `kill -9`
 //! leaves no process of the running tool call behind (grandchildren and
-//! `setsid` escapees included), and the next `roder exec --thread` sends the
+//! orphans in its process group included), and the next `roder exec --thread` sends the
 //! model a well-formed history; SIGTERM and SIGHUP interrupt the turn like
 //! Ctrl-C and exit 143 and 129.
 

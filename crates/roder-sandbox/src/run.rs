@@ -159,7 +159,7 @@ pub async fn run(
         }
     };
     // `spawn` drops the command, and with it our copies of the write ends.
-    let mut child = spawn(command)?;
+    let mut child = spawn(command).await?;
 
     let [first, second] = &mut readers;
     let mut chunk_a = vec![0_u8; READ_CHUNK];

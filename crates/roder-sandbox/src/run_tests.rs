@@ -86,9 +86,11 @@ impl Collected {
     }
 }
 
-/// A script leaving a background child in the group and one that escaped it
-/// with `setsid`, writing both pids, then waiting.
-const TREE: &str = "sleep 30 & echo $! > in_group; setsid sleep 30 & echo $! > escaped; wait";
+/// A script leaving a background child in the group and an orphan (its
+/// parent subshell exits at once, so it is reparented away from the shell,
+/// but stays in the group), writing both pids, then waiting.
+const TREE: &str = "(sleep 30 & echo $! > orphan); sleep 30 & echo $! > in_group; wait";
+const TREE_PARTS: [&str; 2] = ["orphan", "in_group"];
 
 #[tokio::test]
 async fn exit_code_and_interleaved_output_propagate() {
@@ -186,7 +188,7 @@ async fn a_signal_death_is_reported_as_that_signal() {
 }
 
 #[tokio::test]
-async fn timeout_kills_the_whole_tree_including_escapees() {
+async fn timeout_kills_the_whole_group_orphans_included() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = shell(TREE, dir.path(), OutputMode::Combined);
     spec.timeout = Some(Duration::from_millis(500));
@@ -195,20 +197,22 @@ async fn timeout_kills_the_whole_tree_including_escapees() {
         .unwrap();
     assert_eq!(finished.ending, Ending::TimedOut);
     assert!(finished.wall < Duration::from_secs(10));
-    for name in ["in_group", "escaped"] {
+    for name in TREE_PARTS {
         let pid = read_pid(&dir.path().join(name));
-        // The keeper reaps the tree before it exits, so no waiting here.
-        assert!(process_is_gone(pid), "{name} sleep {pid} survived");
+        assert!(
+            eventually(Duration::from_secs(1), || process_is_gone(pid)),
+            "{name} sleep {pid} survived"
+        );
     }
 }
 
 #[tokio::test]
-async fn cancellation_kills_the_whole_tree() {
+async fn cancellation_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let token = CancellationToken::new();
     let canceller = {
         let token = token.clone();
-        let path = dir.path().join("escaped");
+        let path = dir.path().join("in_group");
         async move {
             read_pid_async(path).await;
             token.cancel();
@@ -218,14 +222,17 @@ async fn cancellation_kills_the_whole_tree() {
     let mut sink = |_: Stream, _: &[u8]| {};
     let (finished, ()) = tokio::join!(run(&spec, &token, &mut sink), canceller);
     assert_eq!(finished.unwrap().ending, Ending::Cancelled);
-    for name in ["in_group", "escaped"] {
+    for name in TREE_PARTS {
         let pid = read_pid(&dir.path().join(name));
-        assert!(process_is_gone(pid), "{name} sleep {pid} survived");
+        assert!(
+            eventually(Duration::from_secs(1), || process_is_gone(pid)),
+            "{name} sleep {pid} survived"
+        );
     }
 }
 
 #[tokio::test]
-async fn dropping_the_future_kills_the_whole_tree() {
+async fn dropping_the_future_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let spec = shell(TREE, dir.path(), OutputMode::Separate);
     let token = CancellationToken::new();
@@ -235,10 +242,10 @@ async fn dropping_the_future_kills_the_whole_tree() {
         tokio::pin!(running);
         tokio::select! {
             _ = &mut running => panic!("the command should still be running"),
-            _ = read_pid_async(dir.path().join("escaped")) => {}
+            _ = read_pid_async(dir.path().join("in_group")) => {}
         }
     }
-    for name in ["in_group", "escaped"] {
+    for name in TREE_PARTS {
         let pid = read_pid(&dir.path().join(name));
         assert!(
             eventually(Duration::from_secs(1), || process_is_gone(pid)),

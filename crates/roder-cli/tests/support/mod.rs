@@ -68,19 +68,20 @@ pub async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Finished {
 }
 
 /// A shell script for `exec_command` that starts a tree and writes the pids
-/// of its parts into `dir`: the shell itself, a background child in its
-/// process group, and one that left the group with `setsid`. It then sleeps
-/// in the foreground, so the tool call stays running.
+/// of its parts into `dir`: the shell itself, a background child, and an
+/// orphan (its parent subshell exits at once, so it is reparented away from
+/// the shell; it stays in the command's process group). It then sleeps in
+/// the foreground, so the tool call stays running.
 pub fn sleeping_tree(dir: &Path) -> String {
     let dir = dir.display();
     format!(
         "sleep 30 & echo $! > {dir}/background.pid; \
-         setsid sleep 30 & echo $! > {dir}/escaped.pid; \
+         (sleep 30 & echo $! > {dir}/orphan.pid); \
          echo $$ > {dir}/shell.pid; sleep 30; echo done"
     )
 }
 
-pub const TREE_PARTS: [&str; 3] = ["background", "escaped", "shell"];
+pub const TREE_PARTS: [&str; 3] = ["background", "orphan", "shell"];
 
 /// Polls `condition` (no event exists for what it checks) until `within`.
 pub async fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {

@@ -1,6 +1,7 @@
-//! The keeper's promise: when the supervising process dies by SIGKILL, the
-//! command and its descendants die within a second. The supervising process
-//! is this test binary re-executed to run [`supervising_helper`] alone.
+//! The warden's promise: when the supervising process dies by SIGKILL, the
+//! running command and the rest of its process group die within a second.
+//! The supervising process is this test binary re-executed to run
+//! [`supervising_helper`] alone (and its warden is that binary again).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,8 +14,8 @@ use crate::{OutputMode, Stream};
 const HELPER_DIR: &str = "RODER_SANDBOX_HELPER_DIR";
 
 /// Not a test of its own: the process the real test kills. It starts a tree
-/// (the shell, a background child in its group, one that left the group with
-/// `setsid`, a foreground child) and waits for ever.
+/// (the shell, a background child, an orphan reparented away from the shell,
+/// a foreground child, all in the command's group) and waits for ever.
 #[test]
 #[ignore = "run by roder_dies_by_sigkill_and_the_tree_dies_with_it"]
 fn supervising_helper() {
@@ -25,7 +26,7 @@ fn supervising_helper() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let spec = shell(
-            "sleep 100 & echo $! > background; setsid sleep 100 & echo $! > escaped; \
+            "sleep 100 & echo $! > background; (sleep 100 & echo $! > orphan); \
              echo $$ > shell; sleep 100",
             &dir,
             OutputMode::Separate,
@@ -41,7 +42,7 @@ fn roder_dies_by_sigkill_and_the_tree_dies_with_it() {
     let mut helper = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "keeper_tests::supervising_helper",
+            "warden_tests::supervising_helper",
             "--ignored",
             "--nocapture",
         ])
@@ -50,7 +51,7 @@ fn roder_dies_by_sigkill_and_the_tree_dies_with_it() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let pids: Vec<(&str, i32)> = ["background", "escaped", "shell"]
+    let pids: Vec<(&str, i32)> = ["background", "orphan", "shell"]
         .into_iter()
         .map(|name| (name, read_pid(&dir.path().join(name))))
         .collect();
@@ -70,15 +71,27 @@ fn roder_dies_by_sigkill_and_the_tree_dies_with_it() {
     }
 }
 
-/// The cost of the keeper per spawn, against a plain process-group spawn.
+/// The cost of supervision per spawn, against a plain process-group spawn,
+/// and what a `pre_exec` hook (a fork) would cost instead.
 /// Run with `cargo test --release -p roder-sandbox spawn_cost -- --ignored
 /// --nocapture`; the README records a result.
 #[test]
 #[ignore = "a measurement, not a check"]
 fn spawn_cost() {
     const ROUNDS: u32 = 300;
+    // A parent with a realistic heap: fork copies page tables per mapped page.
+    let megabytes: usize = std::env::var("SPAWN_COST_HEAP_MB")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    let heap = vec![1_u8; megabytes << 20];
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
+        // The warden starts once per process; not part of a spawn's cost.
+        let mut warm = crate::spawn(tokio::process::Command::new("true"))
+            .await
+            .unwrap();
+        warm.wait().await.unwrap();
         let mut plain = Duration::ZERO;
         let mut forked = Duration::ZERO;
         let mut supervised = Duration::ZERO;
@@ -101,16 +114,19 @@ fn spawn_cost() {
             plain += started.elapsed();
 
             let started = Instant::now();
-            let mut child = crate::spawn(tokio::process::Command::new("true")).unwrap();
+            let mut child = crate::spawn(tokio::process::Command::new("true"))
+                .await
+                .unwrap();
             child.wait().await.unwrap();
             supervised += started.elapsed();
         }
         println!(
-            "spawn+wait of `true`: plain {:?}, fork+exec {:?}, supervised {:?}, keeper adds {:?} per spawn",
+            "spawn+wait of `true` with a {megabytes} MB heap: plain {:?}, fork+exec {:?}, supervised {:?}, supervision adds {:?} per spawn",
             plain / ROUNDS,
             forked / ROUNDS,
             supervised / ROUNDS,
             supervised.saturating_sub(plain) / ROUNDS
         );
     });
+    drop(heap);
 }
