@@ -73,20 +73,7 @@ fn warden_main() -> ! {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let text = line.trim_end();
-        let (sign, number) = text.split_at(text.len().min(1));
-        let Ok(pgid) = number.parse::<libc::pid_t>() else {
-            continue;
-        };
-        match sign {
-            "+" if pgid > 1 => {
-                watched.insert(pgid);
-            }
-            "-" => {
-                watched.remove(&pgid);
-            }
-            _ => {}
-        }
+        apply(&mut watched, &line);
     }
     for pgid in watched {
         // SAFETY: killpg has no memory-safety preconditions; a watched group
@@ -96,6 +83,18 @@ fn warden_main() -> ! {
         }
     }
     std::process::exit(0)
+}
+
+/// Applies one control line; anything that is not `+N`/`-N` with N > 1 is
+/// ignored (groups 0 and 1 would be our own and init's).
+fn apply(watched: &mut HashSet<libc::pid_t>, line: &str) {
+    let text = line.trim_end();
+    let parse = |number: &str| number.parse::<libc::pid_t>().ok().filter(|pgid| *pgid > 1);
+    if let Some(pgid) = text.strip_prefix('+').and_then(parse) {
+        watched.insert(pgid);
+    } else if let Some(pgid) = text.strip_prefix('-').and_then(parse) {
+        watched.remove(&pgid);
+    }
 }
 
 /// Roder's end of the warden.
@@ -118,8 +117,8 @@ pub(crate) async fn warden() -> Option<&'static Warden> {
             match start().await {
                 Ok(warden) => Some(warden),
                 Err(error) => {
-                    eprintln!(
-                        "roder-sandbox: could not start the warden that kills commands if this process dies ({error}); commands still stop on timeout and cancel"
+                    tracing::warn!(
+                        "could not start the warden that kills commands if this process dies ({error}); commands still stop on timeout, cancel and drop"
                     );
                     None
                 }
@@ -185,5 +184,31 @@ impl Warden {
         // One write under PIPE_BUF is atomic, so concurrent callers do not
         // interleave.
         let _ = (&self.control).write_all(message.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_lines_watch_and_forget_and_nothing_else() {
+        let mut watched = HashSet::new();
+        for line in [
+            "+42\n",
+            "+43\n",
+            "-42\n",
+            "+1\n",
+            "+0\n",
+            "+-5\n",
+            "é9\n",
+            "+\n",
+            "",
+            "42\n",
+            "+99999999999\n",
+        ] {
+            apply(&mut watched, line);
+        }
+        assert_eq!(watched, HashSet::from([43]));
     }
 }
