@@ -183,5 +183,5 @@ impl<D: Decoder> Driver<D> {
 }
 
 fn sse(response: reqwest::Response) -> SseStream {
-    Box::pin(response.bytes_stream().eventsource())
+    Box::pin(crate::line_frames::whole_lines(Box::pin(response.bytes_stream())).eventsource())
 }

@@ -59,6 +59,7 @@ mod error;
 mod error_body;
 mod exchange;
 mod http_date;
+mod line_frames;
 mod retry;
 
 pub use api_key::ApiKeySource;
