@@ -10,7 +10,13 @@
 //! `DockerRunnerProvider::gc` can remove what no thread of that home uses
 //! and nothing of another home's. The thread's bound workspace is the
 //! container's working root for files and commands alike. A warm pool
-//! keeps started containers ready per config.
+//! keeps started containers ready per config. The sandbox policy (the
+//! config's `sandbox`, else the default: enforced, network off) becomes
+//! container settings (see [`sandbox`]): no-new-privileges, a minimal
+//! capability set, pids, memory and CPU limits, no network unless it is
+//! on, a read-only root with the workspace and `/tmp` on size-bounded
+//! tmpfs volumes, an optional non-root user, and no credential in the
+//! environment.
 //!
 //! ```no_run
 //! use std::sync::Arc;

@@ -170,16 +170,29 @@ impl DockerRunnerProvider {
     }
 
     /// What containers of `policy` are protected by on this machine, and
-    /// what not and why (for `roder sandbox status` and `runners/list`).
-    /// `user` is the destination's `user` setting, if any. Describes
-    /// containers created from now on, from the policy alone and whether a
-    /// daemon socket is there: it does not contact the daemon.
+    /// what not and why (for `roder sandbox status` and `runners/list`),
+    /// for a destination that sets no `user`. Describes containers created
+    /// from now on, from the policy and whether a daemon socket is there;
+    /// it does not contact the daemon.
     pub fn protections(
         &self,
         policy: &roder_api::sandbox_policy::SandboxPolicy,
-        user: Option<&str>,
     ) -> Vec<roder_api::sandbox_policy::Protection> {
-        crate::sandbox::protections(policy, user, client::daemon_socket_present())
+        crate::sandbox::protections(policy, None, client::daemon_socket_present())
+    }
+
+    /// [`protections`](Self::protections) of one destination: its own
+    /// `sandbox` policy (else the default) and its `user`.
+    pub fn destination_protections(
+        &self,
+        destination: &RunnerDestination,
+    ) -> anyhow::Result<Vec<roder_api::sandbox_policy::Protection>> {
+        let config = self.parse_destination(destination)?;
+        Ok(crate::sandbox::protections(
+            &config.sandbox,
+            config.user.as_deref(),
+            client::daemon_socket_present(),
+        ))
     }
 
     fn check_provider(&self, provider_id: &str, what: &str) -> anyhow::Result<()> {

@@ -359,4 +359,30 @@ mod tests {
         assert!(no_daemon.iter().all(|p| !p.active));
         assert!(no_daemon[0].detail.contains("no Docker daemon"));
     }
+
+    #[test]
+    fn a_destinations_protections_follow_its_own_policy_and_user() {
+        let provider = crate::DockerRunnerProvider::default();
+        let destination = roder_api::remote_runner::RunnerDestination {
+            id: "d".to_string(),
+            provider_id: crate::PROVIDER_ID.to_string(),
+            config: json!({"image": "i", "user": "1000", "sandbox": {"limits": {"max_processes": 7}}}),
+            default_manifest: Default::default(),
+        };
+        let listed = provider.destination_protections(&destination).unwrap();
+        let detail = |name: &str| {
+            listed
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.detail.clone())
+                .unwrap_or_default()
+        };
+        assert!(detail("processes").contains("pids limit 7"), "{listed:?}");
+        assert!(detail("user").contains("1000"), "{listed:?}");
+        let bad = roder_api::remote_runner::RunnerDestination {
+            config: json!({"image": "i", "sandbox": {"mode": "sometimes"}}),
+            ..destination
+        };
+        assert!(provider.destination_protections(&bad).is_err());
+    }
 }

@@ -437,8 +437,10 @@ async fn the_network_is_off_unless_the_policy_turns_it_on() {
         let _ = stream.read(&mut request).await;
         stream.write_all(b"from-the-host\n").await.unwrap();
     });
-    let mut on = SandboxPolicy::default();
-    on.network = NetworkAccess::On;
+    let on = SandboxPolicy {
+        network: NetworkAccess::On,
+        ..SandboxPolicy::default()
+    };
     let provider = support::provider("network on").await.unwrap();
     let (outputs, state, _host) = turn(provider, label.config(json!({})), Some(on), &[fetch]).await;
     serve.await.unwrap();

@@ -273,6 +273,7 @@ async fn gc_of_one_home_never_removes_another_homes_containers() {
                 Some(
                     bollard::query_parameters::RemoveContainerOptionsBuilder::default()
                         .force(true)
+                        .v(true)
                         .build(),
                 ),
             )
