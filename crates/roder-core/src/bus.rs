@@ -76,10 +76,11 @@ impl EventBus {
         turn_id: Option<&str>,
         event: RoderEvent,
     ) -> anyhow::Result<EventEnvelope> {
-        // The seq is taken before the append is awaited: if this future is
-        // dropped mid-append (a turn cancelled past its grace period) the
-        // number stays used, so a seq can be missing but is never repeated.
-        let envelope = EventEnvelope {
+        // The seq is taken before the append is awaited. If this future is
+        // dropped mid-append (a turn cancelled past its grace period), the
+        // store may or may not have written it; a store that refuses gaps
+        // then refuses the next seq, and `resync` renumbers from the log.
+        let mut envelope = EventEnvelope {
             seq: cursor.next_seq,
             timestamp: OffsetDateTime::now_utc(),
             thread_id: thread_id.to_string(),
@@ -87,17 +88,12 @@ impl EventBus {
             event,
         };
         cursor.next_seq += 1;
-        let batch = std::slice::from_ref(&envelope);
-        let appended = match &cursor.writer {
-            Some(lease) => {
-                self.store
-                    .append_events_leased(lease.as_ref(), thread_id, batch)
-                    .await
-            }
-            None => self.store.append_events(thread_id, batch).await,
-        };
+        let mut appended = self.append(cursor, thread_id, &envelope).await;
+        if appended.is_err() && self.resync(cursor, thread_id, &mut envelope).await {
+            appended = self.append(cursor, thread_id, &envelope).await;
+        }
         if let Err(error) = appended {
-            cursor.next_seq -= 1;
+            cursor.next_seq = envelope.seq;
             return Err(anyhow::anyhow!(
                 "could not persist event of thread \"{thread_id}\": {error:#}"
             ));
@@ -106,5 +102,87 @@ impl EventBus {
         // No receivers is fine: nobody is watching.
         let _ = self.sender.send(envelope.clone());
         Ok(envelope)
+    }
+
+    async fn append(
+        &self,
+        cursor: &LogCursor,
+        thread_id: &str,
+        envelope: &EventEnvelope,
+    ) -> anyhow::Result<()> {
+        let batch = std::slice::from_ref(envelope);
+        match &cursor.writer {
+            Some(lease) => {
+                self.store
+                    .append_events_leased(lease.as_ref(), thread_id, batch)
+                    .await
+            }
+            None => self.store.append_events(thread_id, batch).await,
+        }
+    }
+
+    /// After a failed append: when the log ends before `envelope.seq - 1`
+    /// (an earlier append was dropped and never written), renumbers
+    /// `envelope` to follow the log and says to try again. A log that
+    /// reaches `envelope.seq` or beyond means another writer: no retry.
+    async fn resync(
+        &self,
+        cursor: &mut LogCursor,
+        thread_id: &str,
+        envelope: &mut EventEnvelope,
+    ) -> bool {
+        let Ok(events) = self.store.load_events(thread_id, 0).await else {
+            return false;
+        };
+        let on_disk = events.last().map_or(0, |last| last.seq);
+        if on_disk + 1 >= envelope.seq {
+            return false;
+        }
+        tracing::warn!(
+            thread_id,
+            on_disk,
+            wanted = envelope.seq,
+            "an earlier append never reached the log; renumbering from it"
+        );
+        envelope.seq = on_disk + 1;
+        cursor.next_seq = envelope.seq + 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory_store::MemoryThreadStore;
+    use roder_api::events::ThreadCreated;
+
+    fn created() -> RoderEvent {
+        RoderEvent::ThreadCreated(ThreadCreated {
+            thread_id: "t".into(),
+            workspace: "/w".into(),
+            runner_provider_id: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_seq_lost_with_a_dropped_append_is_reused_not_left_as_a_gap() {
+        let store = Arc::new(MemoryThreadStore::default());
+        let bus = EventBus::new(store.clone(), 16);
+        let thread = ThreadState::from_log("t".into(), &[]);
+        bus.emit(&thread, None, created()).await.unwrap();
+        // An append whose future was dropped before the store wrote it.
+        thread.log.lock().await.next_seq += 1;
+        let envelope = bus.emit(&thread, None, created()).await.unwrap();
+        assert_eq!(envelope.seq, 2);
+        let next = bus.emit(&thread, None, created()).await.unwrap();
+        assert_eq!(next.seq, 3);
+        let seqs: Vec<u64> = store
+            .load_events("t", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|event| event.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
     }
 }

@@ -58,15 +58,23 @@ impl ThreadStore for MemoryThreadStore {
         }))
     }
 
+    /// Appends `events` when they continue the log (consecutive seqs from
+    /// its last one), like every Roder store; otherwise writes nothing.
     async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> {
         self.with(|threads| {
-            threads
-                .entry(thread_id.to_string())
-                .or_default()
-                .events
-                .extend_from_slice(events);
-        });
-        Ok(())
+            let log = &mut threads.entry(thread_id.to_string()).or_default().events;
+            let last = log.last().map_or(0, |event| event.seq);
+            for (offset, event) in (1u64..).zip(events) {
+                if event.seq != last + offset {
+                    anyhow::bail!(
+                        "append of seq {} to thread \"{thread_id}\" refused: the log ends at seq {last}",
+                        event.seq
+                    );
+                }
+            }
+            log.extend_from_slice(events);
+            Ok(())
+        })
     }
 
     async fn load_events(
@@ -103,5 +111,38 @@ impl ThreadStore for MemoryThreadStore {
     async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
         self.with(|threads| threads.remove(thread_id));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roder_api::events::{RoderEvent, ThreadCreated};
+
+    fn event(seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            timestamp: time::OffsetDateTime::UNIX_EPOCH,
+            thread_id: "t".into(),
+            turn_id: None,
+            event: RoderEvent::ThreadCreated(ThreadCreated {
+                thread_id: "t".into(),
+                workspace: "/w".into(),
+                runner_provider_id: None,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_next_seq_is_appended() {
+        let store = MemoryThreadStore::default();
+        store
+            .append_events("t", &[event(1), event(2)])
+            .await
+            .unwrap();
+        assert!(store.append_events("t", &[event(4)]).await.is_err());
+        assert!(store.append_events("t", &[event(2)]).await.is_err());
+        store.append_events("t", &[event(3)]).await.unwrap();
+        assert_eq!(store.load_events("t", 0).await.unwrap().len(), 3);
     }
 }
