@@ -93,7 +93,7 @@ async fn run_turn(
     };
     let mut progress = Progress::new(args.json);
     let mut last_seq = 0;
-    let mut stopped_by = None;
+    let mut stopped_by: Option<StopSignal> = None;
     let ending = loop {
         tokio::select! {
             received = events.recv() => {
@@ -108,15 +108,33 @@ async fn run_turn(
                     break ending;
                 }
             }
-            signal = signals.recv(), if stopped_by.is_none() => {
-                stopped_by = Some(signal);
-                progress.note(&format!("{}: interrupting the turn…", signal.name()));
-                // Returns once the turn has ended (its tools stopped, its
-                // TurnInterrupted written); the loop then reads that event.
-                // An error means it ended by itself meanwhile.
-                if let Err(error) = runtime.interrupt_turn(&thread_id, &turn_id).await {
-                    tracing::debug!("interrupting turn {turn_id}: {error:#}");
+            signal = signals.recv() => {
+                if let Some(first) = stopped_by {
+                    // Asked twice: stop waiting. The commands die with this
+                    // process (roder-sandbox's warden), and the next turn on
+                    // the thread closes this one.
+                    eprintln!(
+                        "roder: {} again after {}: exiting without waiting for the turn to end",
+                        signal.name(),
+                        first.name()
+                    );
+                    return Ok(ExitCode::from(first.exit_code()));
                 }
+                stopped_by = Some(signal);
+                progress.note(&format!(
+                    "{}: interrupting the turn… (send it again to exit at once)",
+                    signal.name()
+                ));
+                // On its own task, so the loop keeps reading events (the
+                // TurnInterrupted it waits for) and a second signal. An error
+                // means the turn ended by itself meanwhile.
+                let runtime = runtime.clone();
+                let (thread_id, turn_id) = (thread_id.clone(), turn_id.clone());
+                tokio::spawn(async move {
+                    if let Err(error) = runtime.interrupt_turn(&thread_id, &turn_id).await {
+                        tracing::debug!("interrupting turn {turn_id}: {error:#}");
+                    }
+                });
             }
         }
     };
@@ -323,5 +341,39 @@ impl Progress {
             stdout.flush().await?;
         }
         Ok(self.handle(&envelope.event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roder_api::writer_lease::WriterIdentity;
+
+    #[test]
+    fn busy_threads_are_recognised_through_context() {
+        let elsewhere = anyhow::Error::new(ThreadWriterBusy {
+            thread_id: "t1".into(),
+            holder: WriterIdentity::new("other", 99, "box"),
+        })
+        .context("starting a turn");
+        assert!(is_busy(&elsewhere));
+        let here = anyhow::Error::new(RuntimeError::ThreadBusy {
+            thread_id: "t1".into(),
+            turn_id: "u1".into(),
+        });
+        assert!(is_busy(&here));
+        let other = anyhow::Error::new(RuntimeError::TurnNotRunning {
+            thread_id: "t1".into(),
+            turn_id: "u1".into(),
+        });
+        assert!(!is_busy(&other));
+        assert!(!is_busy(&anyhow::anyhow!("thread is busy")));
+    }
+
+    #[test]
+    fn stop_signals_exit_with_128_plus_their_number() {
+        assert_eq!(StopSignal::Interrupt.exit_code(), 128 + 2);
+        assert_eq!(StopSignal::Hangup.exit_code(), 128 + 1);
+        assert_eq!(StopSignal::Terminate.exit_code(), 128 + 15);
     }
 }
