@@ -33,10 +33,6 @@ use crate::tool::ToolError;
 /// Timeout asked for the helper commands (`find`, `grep`, `mkdir`, `rm`).
 pub(crate) const HELPER_COMMAND_TIMEOUT_MS: u64 = 60_000;
 
-/// How long past a command's own timeout we wait for the provider to report
-/// it before giving up on it here.
-const PROVIDER_TIMEOUT_GRACE: Duration = Duration::from_secs(10);
-
 /// How long a cancellation request to the provider may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -278,9 +274,7 @@ impl RemoteFs {
         cancellation: &CancellationToken,
     ) -> Result<Raced, ToolError> {
         let command_id = request.command_id.clone();
-        let local_limit = request
-            .timeout_ms
-            .map(|ms| Duration::from_millis(ms) + PROVIDER_TIMEOUT_GRACE);
+        let local_limit = roder_api::deadline::runner_command_give_up_after(request.timeout_ms);
         let mut guard = CancelOnDrop {
             session: self.session.clone(),
             command_id: Some(command_id.clone()),
