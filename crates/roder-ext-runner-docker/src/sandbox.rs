@@ -178,10 +178,13 @@ pub fn protections(policy: &SandboxPolicy, user: Option<&str>, daemon: bool) -> 
             all.push(off(name, why));
         }
     } else {
-        all.push(on(
-            "filesystem writes",
-            "read-only root filesystem; only the workspace, /tmp and read-write `mounts` are writable (file tools and commands alike)".to_string(),
-        ));
+        let mut writes = "read-only root filesystem; only the workspace, /tmp and read-write `mounts` are writable (file tools and commands alike)".to_string();
+        if !policy.writable_roots.is_empty() {
+            writes.push_str(
+                "; the policy's `writable_roots` name host paths and are not applied in a container (bind them with `mounts`)",
+            );
+        }
+        all.push(on("filesystem writes", writes));
         all.push(on(
             "disk bound",
             format!(
@@ -379,6 +382,12 @@ mod tests {
         };
         assert!(detail("processes").contains("pids limit 7"), "{listed:?}");
         assert!(detail("user").contains("1000"), "{listed:?}");
+        let policy = SandboxPolicy {
+            writable_roots: vec!["/opt/cache".into()],
+            ..SandboxPolicy::default()
+        };
+        let writes = protections(&policy, None, true);
+        assert!(writes[0].detail.contains("not applied"), "{writes:?}");
         let bad = roder_api::remote_runner::RunnerDestination {
             config: json!({"image": "i", "sandbox": {"mode": "sometimes"}}),
             ..destination
