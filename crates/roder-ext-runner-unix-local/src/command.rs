@@ -1,7 +1,7 @@
 //! Running one command as a host process, supervised by `roder-sandbox`:
-//! its own process group under a keeper, so every stop (timeout, cancel,
-//! dropped future) kills the whole tree, `sh -c 'a | b &'` grandchildren
-//! included, and nothing survives the death of the Roder process (Linux).
+//! its own process group, so every stop (timeout, cancel, dropped future)
+//! kills the whole group, `sh -c 'a | b &'` grandchildren included, and
+//! (Linux) the sandbox's warden kills it if the Roder process dies.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `cancel_command` (called from another task) can reach them.
 //!
 //! Each entry is the cancellation token of one `roder_sandbox::run`; the
-//! sandbox kills the command's tree when it fires, on timeout, and when the
+//! sandbox kills the command's process group when it fires, on timeout, and when the
 //! `run_command` future is dropped, so this registry only routes cancels.
 
 use std::collections::HashMap;

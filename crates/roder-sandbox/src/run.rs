@@ -1,5 +1,5 @@
 //! Running one command to its end: output streamed to a sink, a timeout and
-//! a cancellation token that stop the whole tree, one drain rule.
+//! a cancellation token that kill the whole process group, one drain rule.
 //!
 //! This is on the hot path of every `shell` and `exec_command` call, so it
 //! adds no task and no thread: the output pipes are read on the calling task
@@ -64,9 +64,9 @@ pub enum Ending {
         code: Option<i32>,
         signal: Option<i32>,
     },
-    /// Its timeout passed; the tree was killed.
+    /// Its timeout passed; its process group was killed.
     TimedOut,
-    /// The token was cancelled; the tree was killed.
+    /// The token was cancelled; its process group was killed.
     Cancelled,
 }
 
@@ -102,8 +102,8 @@ impl Reader {
 /// the OS's; the caller names the program). `sink` gets the output as it
 /// arrives, unbounded: capping is the caller's business.
 ///
-/// The tree is killed on timeout, on `cancel`, and when this future is
-/// dropped. When the command exits by itself, what it left in the
+/// The command's process group is killed on timeout, on `cancel`, and when
+/// this future is dropped. When the command exits by itself, what it left in the
 /// background is not killed; output is read until every pipe is closed or
 /// [`DRAIN_GRACE`] has passed.
 pub async fn run(
@@ -163,7 +163,7 @@ pub async fn run(
 
     let [first, second] = &mut readers;
     let mut chunk_a = vec![0_u8; READ_CHUNK];
-    let mut chunk_b = vec![0_u8; READ_CHUNK];
+    let mut chunk_b = vec![0_u8; if second.pipe.is_some() { READ_CHUNK } else { 0 }];
     let timeout = tokio::time::sleep(spec.timeout.unwrap_or(Duration::MAX));
     tokio::pin!(timeout);
     let cancelled = cancel.cancelled();

@@ -1,6 +1,7 @@
 //! Running one command on this host, supervised by `roder-sandbox`: its own
-//! process group under a keeper, combined output, a timeout and cancellation
-//! that kill the whole tree, and no orphans if Roder dies.
+//! process group, combined output, a timeout and cancellation that kill the
+//! whole group, and (Linux) the group killed by the sandbox's warden if
+//! Roder dies.
 //!
 //! This is on the hot path of every `shell` and `exec_command` call (the
 //! tool-loop benchmark compares it with a raw spawn): the sandbox reads the
