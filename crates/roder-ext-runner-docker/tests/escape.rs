@@ -296,7 +296,28 @@ async fn the_runner_refuses_file_writes_outside_its_writable_mounts_itself() {
         2,
         "{listing:?}"
     );
-    session.close().await.unwrap();
+    // A rejoined session reads the rules back from the container.
+    let rejoined = outside(&session.detach().await.unwrap()).await;
+    let error = rejoined
+        .write_file(roder_api::remote_runner::RunnerFileWriteRequest {
+            path: "out/escaped".into(),
+            contents: b"escaped\n".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{error:#}").contains("leads to `/etc/escaped`"),
+        "{error:#}"
+    );
+    rejoined
+        .write_file(roder_api::remote_runner::RunnerFileWriteRequest {
+            path: "d/again.txt".into(),
+            contents: b"fine\n".to_vec(),
+        })
+        .await
+        .unwrap();
+    rejoined.close().await.unwrap();
+    assert!(label.containers().await.is_empty());
 }
 
 #[tokio::test]
