@@ -276,6 +276,13 @@ async fn show(
     batch: Vec<EventEnvelope>,
 ) -> anyhow::Result<Option<Ending>> {
     for envelope in batch {
+        // Transient deltas repeat the seq of the persisted event before them.
+        if envelope.event.is_transient() {
+            if envelope.seq >= *last_seq {
+                progress.event(&envelope).await?;
+            }
+            continue;
+        }
         if envelope.seq <= *last_seq {
             continue;
         }
