@@ -186,17 +186,26 @@ async fn exec_json_prints_every_event_and_failures_exit_non_zero() {
     server.push(ChatStream::text_reply("json answer"));
     let run = roder(home.path(), workspace.path(), &["exec", "--json", "hi"]).await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let seqs: Vec<u64> = run
+    let events: Vec<serde_json::Value> = run
         .stdout
         .lines()
-        .map(|line| {
-            serde_json::from_str::<serde_json::Value>(line).unwrap()["seq"]
-                .as_u64()
-                .unwrap()
-        })
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .collect();
+    // Persisted events are numbered 1, 2, 3, ...; a streamed delta is
+    // transient and repeats the seq of the event before it.
+    let is_delta = |event: &serde_json::Value| event["event"]["type"] == "message_delta";
+    let seqs: Vec<u64> = events
+        .iter()
+        .filter(|event| !is_delta(event))
+        .map(|event| event["seq"].as_u64().unwrap())
         .collect();
     assert!(seqs.len() >= 5);
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(
+        events.iter().any(is_delta),
+        "deltas are shown: {}",
+        run.stdout
+    );
     assert!(
         run.stdout
             .lines()
