@@ -405,4 +405,36 @@ mod tests {
         assert_eq!(link_target("/w/link", "/etc/x").unwrap(), "/etc/x");
         assert_eq!(link_target("/w/link", "f").unwrap(), "/w/f");
     }
+
+    proptest::proptest! {
+        /// Whatever path, base and count of missing parents a write sends,
+        /// packing never panics, and every entry stays below the base.
+        #[test]
+        fn packing_never_panics_and_stays_below_the_base(
+            base in "(/[a-z.]{0,3}){0,3}",
+            rest in "(/[a-z. ]{0,4}){1,5}",
+            missing in 0_usize..10,
+            owner in proptest::option::of((0_u32..70_000, 0_u32..70_000)),
+        ) {
+            let path = format!("{}{rest}", base.trim_end_matches('/'));
+            if let Ok(tar) = one_file_tar(&base, &path, missing, b"x", 0o644, owner) {
+                let mut archive = tar::Archive::new(tar.as_slice());
+                for entry in archive.entries().unwrap() {
+                    let entry = entry.unwrap();
+                    let name = entry.path().unwrap().to_string_lossy().into_owned();
+                    proptest::prop_assert!(!name.starts_with('/'), "{name}");
+                    proptest::prop_assert!(!name.split('/').any(|part| part == ".."), "{name}");
+                }
+            }
+        }
+
+        /// `is_under` is component-wise: a root is never "under" a sibling
+        /// that merely shares its prefix.
+        #[test]
+        fn under_is_component_wise(root in "/[a-z]{1,4}", tail in "[a-z/]{0,6}") {
+            let path = format!("{root}{tail}");
+            let expected = path == root || path.starts_with(&format!("{root}/"));
+            proptest::prop_assert_eq!(is_under(&path, &root), expected);
+        }
+    }
 }

@@ -557,16 +557,40 @@ impl Fields<'_> {
     }
 
     /// The `sandbox` policy, else the default one (enforce, network off).
+    ///
+    /// Limits Docker reads as "unlimited" (a pids limit, memory or CPU of 0)
+    /// are refused, so a policy can never turn a bound off by accident.
     fn sandbox(&self) -> anyhow::Result<SandboxPolicy> {
-        match self.get(SANDBOX_CONFIG_KEY) {
-            None => Ok(SandboxPolicy::default()),
+        let policy: SandboxPolicy = match self.get(SANDBOX_CONFIG_KEY) {
+            None => return Ok(SandboxPolicy::default()),
             Some(value) => serde_json::from_value(value.clone()).map_err(|error| {
                 anyhow::anyhow!(
                     "docker {} field `{SANDBOX_CONFIG_KEY}` is not a sandbox policy: {error}",
                     self.source
                 )
-            }),
+            })?,
+        };
+        let limits = &policy.limits;
+        for (name, value) in [
+            ("max_processes", limits.max_processes),
+            ("memory_mib", limits.memory_mib),
+        ] {
+            if value == Some(0) {
+                bail!(
+                    "docker {} field `{SANDBOX_CONFIG_KEY}.limits.{name}` is 0, which Docker reads as no limit; set at least 1 (or remove it for the default)",
+                    self.source
+                );
+            }
         }
+        if let Some(cpus) = limits.cpus
+            && !(cpus.is_finite() && (0.01..=1024.0).contains(&cpus))
+        {
+            bail!(
+                "docker {} field `{SANDBOX_CONFIG_KEY}.limits.cpus` must be a number of cores from 0.01, got {cpus}",
+                self.source
+            );
+        }
+        Ok(policy)
     }
 
     /// `uid` or `uid:gid`, numeric: the image needs no passwd entry, and
@@ -707,6 +731,18 @@ mod tests {
         let on = parse(json!({"image": "i", "sandbox": {"network": "on"}})).unwrap();
         assert_ne!(off.fingerprint(), on.fingerprint());
         assert!(error(json!({"image": "i", "user": "nobody"})).contains("`user`"));
+        for (limit, value) in [
+            ("max_processes", json!(0)),
+            ("memory_mib", json!(0)),
+            ("cpus", json!(-1.0)),
+            ("cpus", json!(0)),
+        ] {
+            let message = error(json!({"image": "i", "sandbox": {"limits": {limit: value}}}));
+            assert!(
+                message.contains(&format!("sandbox.limits.{limit}")),
+                "{message}"
+            );
+        }
         assert!(error(json!({"image": "i", "workdir": "/"})).contains("bound writes"));
         assert!(parse(json!({"image": "i", "workdir": "/", "sandbox": {"mode": "none"}})).is_ok());
     }
@@ -822,5 +858,37 @@ mod tests {
         assert_eq!(a.fingerprint(), b.fingerprint());
         assert_ne!(a.fingerprint(), c.fingerprint());
         assert_eq!(a.fingerprint().len(), 16);
+    }
+
+    proptest::proptest! {
+        /// A `user` and a `sandbox` from anywhere never panic the parser,
+        /// and what parses confines with positive bounds.
+        #[test]
+        fn any_user_and_limits_parse_or_fail_cleanly(
+            user in "[0-9:a-z]{0,12}",
+            max_processes in proptest::option::of(proptest::num::u64::ANY),
+            memory_mib in proptest::option::of(proptest::num::u64::ANY),
+            disk_mib in proptest::option::of(proptest::num::u64::ANY),
+            cpus in proptest::option::of(-10.0_f64..5000.0),
+        ) {
+            let _ = parse_user(&user);
+            let config = json!({
+                "image": "i",
+                "user": user,
+                "sandbox": {"limits": {
+                    "max_processes": max_processes,
+                    "memory_mib": memory_mib,
+                    "disk_mib": disk_mib,
+                    "cpus": cpus,
+                }},
+            });
+            if let Ok(config) = parse(config) {
+                let settings = crate::sandbox::Confinement::of(&config);
+                proptest::prop_assert!(settings.pids_limit.is_some_and(|limit| limit > 0));
+                proptest::prop_assert!(settings.memory.is_some_and(|bytes| bytes > 0));
+                proptest::prop_assert!(settings.nano_cpus.is_some_and(|cpus| cpus > 0));
+                proptest::prop_assert!(settings.workspace_bytes.is_some_and(|bytes| bytes > 0));
+            }
+        }
     }
 }

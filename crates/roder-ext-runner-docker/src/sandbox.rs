@@ -92,8 +92,10 @@ impl Confinement {
         let mib = |value: u64| i64::try_from(value.saturating_mul(1 << 20)).unwrap_or(i64::MAX);
         let memory = smaller(policy.limits.memory_mib.map(mib), config.memory)
             .or_else(|| enforce.then(|| mib(DEFAULT_MEMORY_MIB)));
+        // Docker refuses a CPU limit above the host's cores: cap it there.
         let cpus = smaller_f64(policy.limits.cpus, config.cpus)
-            .or_else(|| enforce.then(|| DEFAULT_CPUS.min(host_cpus())));
+            .or_else(|| enforce.then_some(DEFAULT_CPUS))
+            .map(|cpus| cpus.min(host_cpus()));
         let binds_at = |path: &str| config.mounts.iter().any(|mount| mount.target == path);
         let disk = policy
             .limits
