@@ -125,6 +125,12 @@ pub fn event_type(notification: &serde_json::Value) -> &str {
         .unwrap_or("")
 }
 
+/// Whether an event (its `type`) is a transient delta: broadcast live, never
+/// in the log, repeating the seq of the persisted event before it.
+pub fn is_transient_type(event_type: &str) -> bool {
+    matches!(event_type, "message_delta" | "reasoning_delta")
+}
+
 pub fn seq(notification: &serde_json::Value) -> u64 {
     notification["params"]["seq"].as_u64().unwrap()
 }
