@@ -175,7 +175,11 @@ impl Runtime {
         sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
     ) -> anyhow::Result<ThreadMetadata> {
         reject_unsupported_thread_fields(&request)?;
-        let choice = sandbox.as_ref();
+        let credentials = self.config.all_credential_vars();
+        let choice = binding::SandboxChoice {
+            thread: sandbox.as_ref(),
+            credentials: &credentials,
+        };
         if let Some(provider) = &request.provider {
             engine_named(&self.engines, provider)?;
         }

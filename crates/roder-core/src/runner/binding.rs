@@ -47,7 +47,7 @@ pub(crate) async fn bind_selection(
     providers: &Providers,
     thread_id: &str,
     selection: &ThreadRunnerSelection,
-    sandbox: Option<&SandboxPolicy>,
+    sandbox: SandboxChoice<'_>,
 ) -> anyhow::Result<ThreadRunnerBinding> {
     let provider = provider(providers, &selection.provider_id)?;
     let workspace = absolute_runner_path(&selection.workspace, "workspace")?;
@@ -79,7 +79,7 @@ pub(crate) async fn bind_selection(
 pub(crate) fn auto_binding(
     providers: &Providers,
     destination: &RunnerDestination,
-    sandbox: Option<&SandboxPolicy>,
+    sandbox: SandboxChoice<'_>,
 ) -> anyhow::Result<Option<ThreadRunnerBinding>> {
     let provider = provider(providers, &destination.provider_id)?;
     let configured = destination
@@ -127,17 +127,27 @@ fn with_bound_workspace(
     Ok(serde_json::Value::Object(object))
 }
 
+/// Which sandbox policy a new binding carries to its provider.
+#[derive(Clone, Copy)]
+pub(crate) struct SandboxChoice<'a> {
+    /// The thread's own policy: wins over the destination's.
+    pub thread: Option<&'a SandboxPolicy>,
+    /// Variables no command may see: removed from what the policy passes or
+    /// sets, so a provider that knows only the usual names still never
+    /// hands a configured provider's key to a sandbox.
+    pub credentials: &'a [String],
+}
+
 /// `config` with the policy the provider enforces under
 /// [`SANDBOX_CONFIG_KEY`]: the thread's own when it has one (a provider that
-/// does not know the key refuses the binding, rather than ignore the
-/// policy), else the destination's own, checked here so a typo fails at
-/// thread creation. The runtime's default is not written: each provider
-/// applies its own confinement until it reads the key.
+/// does not know the key refuses the binding rather than ignore it), else
+/// the destination's own, checked here so a typo fails at thread creation.
+/// Without either, the provider applies its default confinement.
 fn with_sandbox(
     mut config: serde_json::Value,
-    thread: Option<&SandboxPolicy>,
+    choice: SandboxChoice<'_>,
 ) -> anyhow::Result<serde_json::Value> {
-    let policy = match (thread, config.get(SANDBOX_CONFIG_KEY)) {
+    let mut policy: SandboxPolicy = match (choice.thread, config.get(SANDBOX_CONFIG_KEY)) {
         (Some(policy), _) => policy.clone(),
         (None, Some(own)) => serde_json::from_value(own.clone()).map_err(|error| {
             anyhow::anyhow!(
@@ -146,6 +156,9 @@ fn with_sandbox(
         })?,
         (None, None) => return Ok(config),
     };
+    let secret = |name: &String| choice.credentials.contains(name);
+    policy.env.pass.retain(|name| !secret(name));
+    policy.env.set.retain(|name, _| !secret(name));
     if let serde_json::Value::Object(object) = &mut config {
         object.insert(
             SANDBOX_CONFIG_KEY.to_string(),
