@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::inference::InferenceEngine;
 use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
+use crate::sandbox_policy::ProtectionReport;
 use crate::thread::ThreadStoreFactory;
 use crate::tools::ToolContributor;
 use crate::workdir::WorkdirMaterializer;
@@ -20,6 +21,7 @@ pub struct ExtensionRegistryBuilder {
     remote_runner_providers: Vec<Arc<dyn RemoteRunnerProvider>>,
     tool_contributors: Vec<Arc<dyn ToolContributor>>,
     workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
+    protection_reports: Vec<Arc<dyn ProtectionReport>>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -65,6 +67,13 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// A backend's report of which sandbox protections it applies here
+    /// (`Runtime::sandbox_status`, `roder sandbox status`).
+    pub fn protection_report(&mut self, report: Arc<dyn ProtectionReport>) -> &mut Self {
+        self.protection_reports.push(report);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -102,6 +111,7 @@ impl ExtensionRegistryBuilder {
             remote_runner_providers,
             tool_contributors: self.tool_contributors,
             workdir_materializer: self.workdir_materializer,
+            protection_reports: self.protection_reports,
         })
     }
 }
@@ -114,4 +124,5 @@ pub struct ExtensionRegistry {
     pub remote_runner_providers: BTreeMap<RemoteRunnerProviderId, Arc<dyn RemoteRunnerProvider>>,
     pub tool_contributors: Vec<Arc<dyn ToolContributor>>,
     pub workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
+    pub protection_reports: Vec<Arc<dyn ProtectionReport>>,
 }

@@ -177,6 +177,30 @@ pub struct Protection {
     pub detail: String,
 }
 
+/// A backend that can say which protections of a policy it enforces on
+/// this machine: the local host mechanism, a container engine, a hosted
+/// sandbox. Installed with `ExtensionRegistryBuilder::protection_report`.
+///
+/// ```
+/// use roder_api::sandbox_policy::{Protection, ProtectionReport, SandboxPolicy};
+///
+/// struct Nothing;
+/// impl ProtectionReport for Nothing {
+///     fn backend(&self) -> String { "none".into() }
+///     fn protections(&self, _policy: &SandboxPolicy) -> Vec<Protection> {
+///         vec![Protection { name: "filesystem writes".into(), active: false, detail: "not confined".into() }]
+///     }
+/// }
+/// assert!(!Nothing.protections(&SandboxPolicy::default())[0].active);
+/// ```
+pub trait ProtectionReport: Send + Sync + 'static {
+    /// The backend's name (`"local"`, `"docker"`, `"sprites"`, ...).
+    fn backend(&self) -> String;
+
+    /// Each protection of `policy`, active or not here, and why.
+    fn protections(&self, policy: &SandboxPolicy) -> Vec<Protection>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,11 @@ pub enum Command {
         #[command(subcommand)]
         command: RunnersCommand,
     },
+    /// The sandbox policy and what enforces it here.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// The effective configuration.
     Config {
         #[command(subcommand)]
@@ -107,6 +112,17 @@ pub struct GcArgs {
     /// uses this Docker daemon.
     #[arg(long)]
     pub include_unlabelled: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Per backend: which protections of the policy are active on this
+    /// machine, which are not, and why.
+    Status {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,7 +8,9 @@ mod config;
 mod exec;
 mod home_id;
 mod progress;
+mod protection_reports;
 mod runners_cmd;
+mod sandbox_cmd;
 mod threads_cmd;
 mod wiring;
 
@@ -16,7 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, ConfigCommand, RunnersCommand, ThreadsCommand};
+use crate::cli::{Cli, Command, ConfigCommand, RunnersCommand, SandboxCommand, ThreadsCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -64,6 +66,9 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Runners {
             command: RunnersCommand::Gc(args),
         } => runners_cmd::gc(&settings, &args).await,
+        Command::Sandbox {
+            command: SandboxCommand::Status { json },
+        } => sandbox_cmd::status(&settings, json),
         Command::Config {
             command: ConfigCommand::Show,
         } => {

@@ -48,12 +48,12 @@ pub fn runtime(
     }));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
-    builder.remote_runner_provider(Arc::new(SpritesRunnerProvider::new(
-        SpritesProviderOptions {
-            credential_vars: settings.credential_vars(),
-            ..SpritesProviderOptions::default()
-        },
-    )));
+    let sprites = Arc::new(SpritesRunnerProvider::new(SpritesProviderOptions {
+        credential_vars: settings.credential_vars(),
+        ..SpritesProviderOptions::default()
+    }));
+    builder.remote_runner_provider(sprites.clone());
+    crate::protection_reports::install(&mut builder, &docker, &sprites);
     builder.remote_runner_provider(docker.clone());
     builder.remote_runner_provider(Arc::new(GitWorktreeRunnerProvider::new(
         settings.worktrees_dir(),

@@ -44,6 +44,7 @@ pub struct Runtime {
     pub(crate) external: ExternalCalls,
     pub(crate) workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     allow_local_workspaces: AtomicBool,
+    pub(crate) protection_reports: Vec<Arc<dyn roder_api::sandbox_policy::ProtectionReport>>,
     /// Who this runtime is when it holds a thread's writer lease.
     pub(crate) writer_identity: roder_api::writer_lease::WriterIdentity,
 }
@@ -101,6 +102,7 @@ impl Runtime {
             workdir_materializer: registry.workdir_materializer,
             allow_local_workspaces,
             writer_identity: crate::writer::identity(),
+            protection_reports: registry.protection_reports,
         })
     }
 
@@ -126,6 +128,30 @@ impl Runtime {
 
     pub fn allows_local_workspaces(&self) -> bool {
         self.allow_local_workspaces.load(Ordering::SeqCst)
+    }
+
+    /// For each installed backend report, which protections of the
+    /// runtime's sandbox policy it enforces on this machine, and why not.
+    ///
+    /// ```
+    /// # fn demo(runtime: &roder_core::Runtime) {
+    /// for (backend, protections) in runtime.sandbox_status() {
+    ///     for protection in protections {
+    ///         println!("{backend}: {} {}", protection.name, protection.active);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn sandbox_status(&self) -> Vec<(String, Vec<roder_api::sandbox_policy::Protection>)> {
+        self.protection_reports
+            .iter()
+            .map(|report| (report.backend(), report.protections(&self.config.sandbox)))
+            .collect()
+    }
+
+    /// The turns running in this runtime, `(thread_id, turn_id)`, from memory.
+    pub fn running_turns(&self) -> Vec<(String, String)> {
+        self.threads.running_turns()
     }
 
     /// Every event of every thread, as it happens.

@@ -147,6 +147,20 @@ impl ThreadTable {
             .clone()
     }
 
+    /// `(thread_id, turn_id)` of every turn running in this table's threads.
+    pub fn running_turns(&self) -> Vec<(String, String)> {
+        self.threads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .filter_map(|thread| {
+                thread
+                    .active_turn()
+                    .map(|turn| (thread.thread_id.clone(), turn.turn_id))
+            })
+            .collect()
+    }
+
     pub fn remove(&self, thread_id: &str) {
         self.threads
             .lock()
