@@ -22,6 +22,12 @@ async fn error_for(client: &mut Client, text: &str) -> Value {
 async fn still_serving(client: &mut Client) {
     let listed = client.call("runners/list", json!({})).await;
     assert_eq!(listed["runners"][0]["providerId"], "mock");
+    assert_eq!(
+        listed["sandbox"],
+        json!([{"backend": "test-backend", "protections": [
+            {"name": "network", "active": true, "detail": "network Off"}
+        ]}])
+    );
 }
 
 async fn bad_input_is_answered_and_the_server_keeps_serving(client: &mut Client, limit: usize) {

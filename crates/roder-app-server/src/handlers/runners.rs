@@ -5,7 +5,7 @@ use crate::convert;
 use crate::error::RpcError;
 use crate::protocol::{
     RunnerInfo, RunnerStateResult, RunnersListParams, RunnersListResult, RunnersRejoinParams,
-    ThreadIdParams,
+    SandboxBackendStatus, SandboxProtection, ThreadIdParams,
 };
 
 pub(crate) async fn list(
@@ -22,7 +22,23 @@ pub(crate) async fn list(
             default_workspace: provider.default_workspace(),
         })
         .collect();
-    Ok(RunnersListResult { runners })
+    let sandbox = context
+        .runtime
+        .sandbox_status()
+        .into_iter()
+        .map(|(backend, protections)| SandboxBackendStatus {
+            backend,
+            protections: protections
+                .into_iter()
+                .map(|protection| SandboxProtection {
+                    name: protection.name,
+                    active: protection.active,
+                    detail: protection.detail,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(RunnersListResult { runners, sandbox })
 }
 
 pub(crate) async fn pause(

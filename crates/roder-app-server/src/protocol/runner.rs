@@ -12,6 +12,27 @@ pub struct RunnersListParams {}
 #[serde(rename_all = "camelCase")]
 pub struct RunnersListResult {
     pub runners: Vec<RunnerInfo>,
+    /// Per backend, which protections of the server's sandbox policy are
+    /// active on this machine, which are not, and why.
+    pub sandbox: Vec<SandboxBackendStatus>,
+}
+
+/// One backend's protections (`roder sandbox status` shows the same).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxBackendStatus {
+    pub backend: String,
+    pub protections: Vec<SandboxProtection>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxProtection {
+    /// What it protects: `filesystem writes`, `network`, `.git/hooks`, ...
+    pub name: String,
+    pub active: bool,
+    /// By what it is enforced, or why it is not.
+    pub detail: String,
 }
 
 /// An installed runner provider.

@@ -35,6 +35,27 @@ pub struct Harness {
     pub store_dir: tempfile::TempDir,
 }
 
+/// A backend that says it enforces the policy's network setting and nothing
+/// else, so tests can see reports reach `runners/list`.
+pub struct NetworkOnlyReport;
+
+impl roder_api::sandbox_policy::ProtectionReport for NetworkOnlyReport {
+    fn backend(&self) -> String {
+        "test-backend".into()
+    }
+
+    fn protections(
+        &self,
+        policy: &roder_api::sandbox_policy::SandboxPolicy,
+    ) -> Vec<roder_api::sandbox_policy::Protection> {
+        vec![roder_api::sandbox_policy::Protection {
+            name: "network".into(),
+            active: !policy.network.allows(),
+            detail: format!("network {:?}", policy.network),
+        }]
+    }
+}
+
 impl Harness {
     pub fn new(rounds: Vec<ScriptedRound>) -> Self {
         let workspace = tempfile::tempdir().unwrap();
@@ -52,6 +73,7 @@ impl Harness {
         );
         builder.remote_runner_provider(runner.clone());
         builder.workdir_materializer(materializer.clone());
+        builder.protection_report(Arc::new(NetworkOnlyReport));
         let config = RuntimeConfig {
             workspace: Some(workspace.path().display().to_string()),
             ..RuntimeConfig::default()
