@@ -10,7 +10,6 @@
 //! supervision is written once, with one output drain rule ([`DRAIN_GRACE`]).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-mod confine;
 pub mod paths;
 mod registry;
 mod run;
@@ -19,8 +18,6 @@ mod spawn;
 mod warden;
 
 pub use registry::{AlreadyRunning, Reservation, RunningCommands};
-pub use confine::Confinement;
-pub use confine::protections::host_protections;
 pub use run::{CommandSpec, DRAIN_GRACE, Ending, Finished, OutputMode, Stream, run};
 pub use spawn::{Supervised, spawn};
 
