@@ -42,6 +42,7 @@ pub enum RoderEvent {
     ExternalToolCallResolved(ExternalToolCallResolved),
     FileChangePreviewReady(FileChangePreviewReady),
     RunnerLifecycle(RunnerLifecycle),
+    ContextCompacted(ContextCompacted),
     TurnCompleted(TurnCompleted),
     TurnFailed(TurnFailed),
     TurnInterrupted(TurnInterrupted),
@@ -233,11 +234,49 @@ pub struct TurnCompleted {
     /// Why the model stopped on its last request, when the engine said.
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
+    /// Usage of the thread so far, this turn included.
+    #[serde(default)]
+    pub thread_usage: TokenUsage,
     /// Set when the answer is not whole: cut off by the output limit,
     /// refused, or ending in a tool call whose arguments were cut off. A
     /// client must not present such a turn as a plain success.
     #[serde(default)]
     pub incomplete: Option<IncompleteAnswer>,
+}
+
+/// The thread's context was compacted: later requests carry `transcript`
+/// (the instructions are added per request) instead of everything before.
+/// The full history stays in the log; rebuilding a transcript replaces what
+/// came before this event with `transcript`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextCompacted {
+    pub thread_id: String,
+    /// The turn that compacted, `None` for a manual compaction between turns.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// The model's summary of what was replaced.
+    pub summary: String,
+    /// The transcript from here on: the summary as a message, the recent
+    /// user messages and the most recent items that fit the budget.
+    pub transcript: Vec<TranscriptItem>,
+    /// The seq of the last event whose items the summary replaced.
+    pub replaced_through_seq: u64,
+    /// Items replaced by the summary (dropped from later requests).
+    pub replaced_items: u64,
+    /// Estimated tokens before and after (bytes / 4).
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// `auto` (a threshold was crossed), `overflow` (the provider refused
+    /// the request as too long) or `manual`.
+    pub trigger: CompactionTrigger,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    Auto,
+    Overflow,
+    Manual,
 }
 
 /// Why a completed turn's answer is not the whole answer.

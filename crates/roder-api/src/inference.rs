@@ -229,11 +229,41 @@ pub struct InferenceFailure {
     pub message: String,
 }
 
+/// A finished piece of reasoning with what the provider needs back to
+/// continue from it (`TranscriptItem::Reasoning::provider_data`). An engine
+/// emits one per reasoning item or thinking block, after its deltas; the
+/// runtime keeps them, in order, in the response's reasoning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningItem {
+    /// The item's readable text (its summary), possibly empty.
+    pub text: String,
+    pub provider_data: serde_json::Value,
+}
+
+/// The request did not fit the model's context window. Engines return it
+/// (inside the `anyhow::Error` of `stream_turn`, or as the error of a stream
+/// item) so the runtime can compact the thread and retry once instead of
+/// failing the turn: `error.downcast_ref::<ContextOverflow>()`.
+///
+/// ```
+/// use roder_api::inference::ContextOverflow;
+///
+/// let error: anyhow::Error = ContextOverflow { message: "prompt is too long".into() }.into();
+/// assert!(error.downcast_ref::<ContextOverflow>().is_some());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the request is larger than the model's context window: {message}")]
+pub struct ContextOverflow {
+    /// The provider's own words.
+    pub message: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InferenceEvent {
     MessageDelta(MessageDelta),
     ReasoningDelta(ReasoningDelta),
+    ReasoningItem(ReasoningItem),
     ToolCallArgumentsDelta(ToolCallArgumentsDelta),
     ToolCallCompleted(ToolCallCompleted),
     Usage(TokenUsage),

@@ -46,6 +46,9 @@ pub struct ThreadMetadata {
     /// runner destination's, else the runtime's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox_policy::SandboxPolicy>,
+    /// Token usage of every turn so far.
+    #[serde(default)]
+    pub usage: crate::inference::TokenUsage,
     #[serde(default)]
     pub archived: bool,
     #[serde(with = "time::serde::rfc3339")]

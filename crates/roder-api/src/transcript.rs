@@ -17,6 +17,13 @@ pub enum TranscriptItem {
     },
     Reasoning {
         text: String,
+        /// What the provider needs back to continue from this reasoning
+        /// (a Responses reasoning item with its encrypted content, an
+        /// Anthropic thinking block with its signature), opaque to the
+        /// runtime. Persisted with the transcript, so a thread resumed by
+        /// another process sends it; engines ignore data of another format.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_data: Option<serde_json::Value>,
     },
     ToolCall {
         id: String,
@@ -51,6 +58,7 @@ pub enum TranscriptItem {
 ///     turn_id: "u".into(),
 ///     final_message: Some("hello".into()),
 ///     usage: Default::default(),
+///     thread_usage: Default::default(),
 ///     stop_reason: None,
 ///     incomplete: None,
 /// });
@@ -63,6 +71,11 @@ pub fn apply_event(transcript: &mut Vec<TranscriptItem>, event: &crate::events::
     use crate::events::RoderEvent;
     match event {
         RoderEvent::TranscriptItemAppended(appended) => transcript.push(appended.item.clone()),
+        RoderEvent::ContextCompacted(compacted) => {
+            // The summary stands in for everything it replaced.
+            transcript.clear();
+            transcript.extend(compacted.transcript.iter().cloned());
+        }
         RoderEvent::TurnCompleted(completed) => {
             let Some(answer) = completed
                 .final_message

@@ -56,6 +56,7 @@ pub async fn run() -> anyhow::Result<()> {
             runner_binding: None,
             runner_state: None,
             sandbox: None,
+            usage: Default::default(),
             archived: false,
             created_at: now,
             updated_at: now,

@@ -237,6 +237,7 @@ impl Runtime {
             runner_binding,
             runner_state: None,
             sandbox,
+            usage: Default::default(),
             archived: false,
             created_at: now,
             updated_at: now,

@@ -43,6 +43,8 @@ pub(crate) struct LogCursor {
     pub transcript: Vec<TranscriptItem>,
     /// The log's last turn, to close it if its process died.
     pub turns: TurnTracker,
+    /// Tokens the thread's model requests used (every `UsageUpdated`).
+    pub usage: roder_api::inference::TokenUsage,
     /// The store's writer lease while this runtime writes the thread.
     pub writer: Option<Arc<dyn WriterLease>>,
     /// How many writers of this runtime share `writer` (a turn and the
@@ -59,6 +61,9 @@ impl LogCursor {
     pub fn observe(&mut self, envelope: &EventEnvelope) {
         self.next_seq = self.next_seq.max(envelope.seq + 1);
         roder_api::transcript::apply_event(&mut self.transcript, &envelope.event);
+        if let roder_api::events::RoderEvent::UsageUpdated(updated) = &envelope.event {
+            self.usage.add(&updated.usage);
+        }
         self.turns.observe(envelope);
     }
 }
@@ -70,6 +75,7 @@ impl ThreadState {
             next_seq: 1,
             transcript: Vec::new(),
             turns: TurnTracker::default(),
+            usage: Default::default(),
             writer: None,
             writer_holders: 0,
             writer_renewal: None,

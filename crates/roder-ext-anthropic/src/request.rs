@@ -129,7 +129,7 @@ fn messages(request: &AgentInferenceRequest, thinking: &ThinkingCache) -> Vec<Me
                     push("assistant", json!({"type": "text", "text": text}));
                 }
             }
-            TranscriptItem::Reasoning { text } => {
+            TranscriptItem::Reasoning { text, .. } => {
                 for block in thinking.get(text).unwrap_or_default() {
                     push("assistant", block);
                 }
@@ -284,6 +284,7 @@ mod tests {
                 user("list"),
                 TranscriptItem::Reasoning {
                     text: "unknown thoughts".into(),
+                    provider_data: None,
                 },
                 TranscriptItem::AssistantMessage {
                     text: "Looking.".into(),
@@ -383,6 +384,7 @@ mod tests {
             user("go"),
             TranscriptItem::Reasoning {
                 text: "plan".into(),
+                provider_data: None,
             },
             call("toolu_1", "{}"),
             result("toolu_1", "ok", false),
@@ -399,6 +401,7 @@ mod tests {
             user("go"),
             TranscriptItem::Reasoning {
                 text: "from another process".into(),
+                provider_data: None,
             },
             call("toolu_1", "{}"),
             result("toolu_1", "ok", false),

@@ -118,6 +118,7 @@ async fn run_scenario(suite: &ModelWireSuite, scenario: &Scenario) -> anyhow::Re
         if !response.reasoning.is_empty() {
             transcript.push(TranscriptItem::Reasoning {
                 text: response.reasoning.clone(),
+                provider_data: None,
             });
         }
         if !response.text.is_empty() {

@@ -137,6 +137,7 @@ async fn a_new_engine_without_the_signed_blocks_turns_thinking_off_for_the_tool_
         user("go"),
         roder_api::transcript::TranscriptItem::Reasoning {
             text: "thought in another process".into(),
+            provider_data: None,
         },
         roder_api::transcript::TranscriptItem::ToolCall {
             id: "toolu_9".into(),

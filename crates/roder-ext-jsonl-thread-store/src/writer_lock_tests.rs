@@ -55,6 +55,7 @@ fn metadata(thread_id: &str) -> ThreadMetadata {
         runner_binding: None,
         runner_state: None,
         sandbox: None,
+        usage: Default::default(),
         archived: false,
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,

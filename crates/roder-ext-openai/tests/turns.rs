@@ -283,6 +283,7 @@ async fn reasoning_streams_and_effort_is_sent() {
             user("hi"),
             TranscriptItem::Reasoning {
                 text: "earlier thoughts".into(),
+                provider_data: None,
             },
             TranscriptItem::AssistantMessage {
                 text: "earlier answer".into(),

@@ -12,6 +12,9 @@ use roder_api::events::{
 };
 use roder_api::transcript::TranscriptItem;
 
+use roder_api::inference::TokenUsage;
+
+use crate::runner::state::update_metadata;
 use crate::runtime::Runtime;
 use crate::turn::context::TurnContext;
 use crate::turn::plan::TurnPlan;
@@ -127,12 +130,25 @@ async fn close_open_calls(ctx: TurnContext<'_>, open_calls: &OpenCalls, note: &s
 async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
     let thread_id = plan.thread_id().to_string();
     let turn_id = plan.turn_id.clone();
+    let turn_usage = plan.usage();
+    if turn_usage != TokenUsage::default() {
+        // The thread's total in its metadata, for clients that list threads.
+        let persisted = update_metadata(runtime.store.as_ref(), &plan.thread, |metadata| {
+            metadata.usage.add(&turn_usage);
+        })
+        .await;
+        if let Err(error) = persisted {
+            tracing::warn!("could not record the thread's token usage: {error:#}");
+        }
+    }
     let event = match ending {
         Ending::Completed(success) => RoderEvent::TurnCompleted(TurnCompleted {
             thread_id,
             turn_id,
             final_message: success.final_message,
             usage: success.usage,
+            // Every UsageUpdated of this turn is in the log already.
+            thread_usage: plan.thread.log.lock().await.usage.clone(),
             stop_reason: success.stop_reason,
             incomplete: success.incomplete,
         }),

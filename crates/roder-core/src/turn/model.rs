@@ -9,10 +9,11 @@
 use futures::StreamExt;
 use roder_api::events::{MessageDeltaEvent, ReasoningDeltaEvent, RoderEvent};
 use roder_api::inference::{
-    AgentInferenceRequest, InferenceEvent, InferenceTurnContext, MessagePhase, TokenUsage,
-    ToolCallCompleted as ModelToolCall,
+    AgentInferenceRequest, InferenceEvent, InferenceTurnContext, MessagePhase, ReasoningItem,
+    TokenUsage, ToolCallCompleted as ModelToolCall,
 };
 use roder_api::stop_reason::StopReason;
+use roder_api::transcript::TranscriptItem;
 
 use crate::turn::context::TurnContext;
 
@@ -35,6 +36,8 @@ pub(crate) struct CutOffCall {
 pub(crate) struct ModelResponse {
     pub messages: Vec<PhasedText>,
     pub reasoning: String,
+    /// Finished reasoning items with what the provider needs back.
+    pub reasoning_items: Vec<ReasoningItem>,
     pub tool_calls: Vec<ModelToolCall>,
     pub usage: TokenUsage,
     pub stop_reason: Option<StopReason>,
@@ -42,6 +45,29 @@ pub(crate) struct ModelResponse {
 }
 
 impl ModelResponse {
+    /// The response's reasoning as transcript items: one per finished item
+    /// the engine reported (keeping what the provider needs back), else the
+    /// streamed text as one item.
+    pub fn reasoning_transcript(&self) -> Vec<TranscriptItem> {
+        if !self.reasoning_items.is_empty() {
+            return self
+                .reasoning_items
+                .iter()
+                .map(|item| TranscriptItem::Reasoning {
+                    text: item.text.clone(),
+                    provider_data: Some(item.provider_data.clone()),
+                })
+                .collect();
+        }
+        if self.reasoning.is_empty() {
+            return Vec::new();
+        }
+        vec![TranscriptItem::Reasoning {
+            text: self.reasoning.clone(),
+            provider_data: None,
+        }]
+    }
+
     fn push_text(&mut self, phase: Option<MessagePhase>, text: &str) {
         match self.messages.last_mut() {
             Some(last) if last.phase == phase => last.text.push_str(text),
@@ -122,6 +148,7 @@ pub(crate) async fn request(
                 )
                 .await;
             }
+            InferenceEvent::ReasoningItem(item) => response.reasoning_items.push(item),
             InferenceEvent::ToolCallArgumentsDelta(delta) => {
                 if !streaming.iter().any(|call| call.call_id == delta.id) {
                     streaming.push(CutOffCall {

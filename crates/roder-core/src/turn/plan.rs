@@ -39,6 +39,8 @@ pub(crate) struct TurnPlan {
     /// How the turn's local commands are confined (a runner session has its
     /// thread's policy from its destination config).
     pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
+    /// Tokens this turn's model requests used, whatever way it ends.
+    pub usage: std::sync::Mutex<roder_api::inference::TokenUsage>,
     /// The thread's writer lease, held until the terminal event is written.
     pub writer: std::sync::Mutex<Option<WriterGuard>>,
 }
@@ -46,6 +48,20 @@ pub(crate) struct TurnPlan {
 impl TurnPlan {
     pub fn thread_id(&self) -> &str {
         &self.thread.thread_id
+    }
+
+    pub fn add_usage(&self, usage: &roder_api::inference::TokenUsage) {
+        self.usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(usage);
+    }
+
+    pub fn usage(&self) -> roder_api::inference::TokenUsage {
+        self.usage
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub fn take_writer(&self) -> Option<WriterGuard> {

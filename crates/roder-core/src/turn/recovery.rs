@@ -193,6 +193,7 @@ mod tests {
                 turn_id: "u".into(),
                 final_message: None,
                 usage: Default::default(),
+                thread_usage: Default::default(),
                 stop_reason: None,
                 incomplete: None,
             }),

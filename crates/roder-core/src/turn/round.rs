@@ -53,6 +53,7 @@ pub(crate) async fn run_rounds(
         let response = model::request(ctx, request).await?;
         if response.usage != TokenUsage::default() {
             usage.add(&response.usage);
+            ctx.plan.add_usage(&response.usage);
             ctx.emit(RoderEvent::UsageUpdated(UsageUpdated {
                 thread_id: ctx.thread_id(),
                 turn_id: ctx.turn_id(),
@@ -62,11 +63,8 @@ pub(crate) async fn run_rounds(
             .await?;
         }
         let last = response.tool_calls.is_empty() || response.cut_off_call.is_some();
-        if !response.reasoning.is_empty() {
-            ctx.append(TranscriptItem::Reasoning {
-                text: response.reasoning.clone(),
-            })
-            .await?;
+        for reasoning in response.reasoning_transcript() {
+            ctx.append(reasoning).await?;
         }
         if last {
             // The answer is stored once, in `TurnCompleted`; only the

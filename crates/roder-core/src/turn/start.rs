@@ -164,6 +164,7 @@ impl Runtime {
             deadline_seconds: self.config.turn_deadline_seconds,
             parallel_tool_calls,
             sandbox,
+            usage: Default::default(),
             writer: std::sync::Mutex::new(Some(writer)),
         })
     }

@@ -132,6 +132,7 @@ impl Turn {
             if !response.reasoning.is_empty() {
                 self.transcript.push(TranscriptItem::Reasoning {
                     text: response.reasoning.clone(),
+                    provider_data: None,
                 });
             }
             if !response.text.is_empty() {

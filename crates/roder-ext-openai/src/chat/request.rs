@@ -188,6 +188,7 @@ mod tests {
                 user("list files"),
                 TranscriptItem::Reasoning {
                     text: "I should run ls".into(),
+                    provider_data: None,
                 },
                 TranscriptItem::AssistantMessage {
                     text: "Looking.".into(),

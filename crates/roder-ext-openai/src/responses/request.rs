@@ -143,7 +143,10 @@ mod tests {
                     text: "hi".into(),
                     images: vec!["https://x/y.png".into()],
                 },
-                TranscriptItem::Reasoning { text: "hmm".into() },
+                TranscriptItem::Reasoning {
+                    text: "hmm".into(),
+                    provider_data: None,
+                },
                 TranscriptItem::AssistantMessage {
                     text: "Running.".into(),
                 },

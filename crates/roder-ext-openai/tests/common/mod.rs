@@ -169,6 +169,7 @@ impl Turn {
             if !response.reasoning.is_empty() {
                 self.transcript.push(TranscriptItem::Reasoning {
                     text: response.reasoning.clone(),
+                    provider_data: None,
                 });
             }
             if !response.text.is_empty() {

@@ -5,8 +5,8 @@
 
 use futures::StreamExt;
 use roder_api::inference::{
-    CompletionMetadata, InferenceEvent, InferenceEventStream, TokenUsage, ToolCallArgumentsDelta,
-    ToolCallCompleted,
+    CompletionMetadata, InferenceEvent, InferenceEventStream, ReasoningItem, TokenUsage,
+    ToolCallArgumentsDelta, ToolCallCompleted,
 };
 
 /// What one model request produced.
@@ -14,6 +14,8 @@ use roder_api::inference::{
 pub struct CollectedResponse {
     pub text: String,
     pub reasoning: String,
+    /// Finished reasoning items with their provider data, in order.
+    pub reasoning_items: Vec<ReasoningItem>,
     /// Text deltas in arrival order (to check they were not merged away).
     pub text_deltas: Vec<String>,
     pub argument_deltas: Vec<ToolCallArgumentsDelta>,
@@ -42,6 +44,7 @@ pub async fn collect_response(
                 response.text_deltas.push(delta.text);
             }
             InferenceEvent::ReasoningDelta(delta) => response.reasoning.push_str(&delta.text),
+            InferenceEvent::ReasoningItem(item) => response.reasoning_items.push(item),
             InferenceEvent::ToolCallArgumentsDelta(delta) => response.argument_deltas.push(delta),
             InferenceEvent::ToolCallCompleted(call) => response.tool_calls.push(call),
             InferenceEvent::Usage(usage) => response.usage.add(&usage),
