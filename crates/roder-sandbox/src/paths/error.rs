@@ -142,9 +142,9 @@ impl fmt::Display for PathError {
                 real,
             } => write!(
                 f,
-                "path {requested:?} leaves the {label} {} through a symbolic link: it resolves to {}, which is outside the {label}",
-                root.display(),
-                real.display()
+                "path {requested:?} resolves through a symbolic link to {}, which is outside the {label} {} (the link leaves the {label})",
+                real.display(),
+                root.display()
             ),
             Self::Dangling { requested, link } => write!(
                 f,

@@ -1,10 +1,11 @@
 //! A workspace that is a directory on this host.
 //!
 //! On top of the lexical rules, a local path is checked against the real file
-//! system: the deepest existing ancestor is canonicalised and must stay under
-//! the canonical root (or a read root, for reads). That refuses a symlinked
-//! directory pointing out of the workspace, a symlinked file pointing out, and
-//! new files under a symlinked parent. All blocking file-system work runs in
+//! system by [`roder_sandbox::paths::check_real`]: the deepest existing
+//! ancestor is canonicalised and must stay under the canonical root (or a
+//! read root, for reads). That refuses a symlinked directory pointing out of
+//! the workspace, a symlinked file pointing out, new files under a symlinked
+//! parent, and dangling links. All blocking file-system work runs in
 //! `spawn_blocking`, one hop per operation.
 
 use std::io::ErrorKind;
@@ -16,6 +17,8 @@ use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 
 use super::{GrepHit, GrepOutcome, GrepQuery, MAX_FILE_BYTES, Walk, WalkEntry, WalkOptions};
+use roder_sandbox::paths::{Confined, check_real};
+
 use crate::paths::{self, Access, ResolvedPath};
 use crate::text::truncate_line;
 use crate::tool::ToolError;
@@ -55,7 +58,18 @@ impl LocalFs {
         let read_roots = self.read_roots.clone();
         let allow_vcs_metadata = self.allow_vcs_metadata;
         blocking(move || {
-            check_real_path(&root, &read_roots, &resolved, access, allow_vcs_metadata)?;
+            let confinement = paths::confinement(&root, &read_roots, allow_vcs_metadata);
+            let confined = Confined {
+                absolute: resolved.absolute.clone(),
+                location: resolved.location.clone(),
+            };
+            check_real(
+                &confinement,
+                &confined,
+                Path::new(&resolved.requested),
+                access,
+            )
+            .map_err(paths::tool_error)?;
             Ok(resolved)
         })
         .await
@@ -175,95 +189,6 @@ fn io_error(action: &str, display: &str, error: &std::io::Error) -> ToolError {
             ToolError::new(format!("failed to {action} {display}: permission denied"))
         }
         _ => ToolError::new(format!("failed to {action} {display}: {error}")),
-    }
-}
-
-/// Checks that the real location of `resolved` (after symlinks) stays where
-/// `access` allows.
-fn check_real_path(
-    root: &Path,
-    read_roots: &[PathBuf],
-    resolved: &ResolvedPath,
-    access: Access,
-    allow_vcs_metadata: bool,
-) -> Result<(), ToolError> {
-    let canonical_root = std::fs::canonicalize(root).map_err(|error| {
-        ToolError::new(format!(
-            "workspace root {} is not usable: {error}",
-            root.display()
-        ))
-    })?;
-    let mut allowed = vec![canonical_root];
-    if access == Access::Read {
-        allowed.extend(
-            read_roots
-                .iter()
-                .filter_map(|read_root| std::fs::canonicalize(read_root).ok()),
-        );
-    }
-    let real = real_path(&resolved.absolute, &resolved.requested)?;
-    if !allowed.iter().any(|prefix| real.starts_with(prefix)) {
-        return Err(ToolError::new(format!(
-            "path {:?} resolves through a symbolic link to {}, which is outside the workspace {}",
-            resolved.requested,
-            real.display(),
-            root.display()
-        )));
-    }
-    if access == Access::Write
-        && !allow_vcs_metadata
-        && real
-            .strip_prefix(&allowed[0])
-            .is_ok_and(paths::is_vcs_metadata)
-    {
-        // A symlink into .git is refused like the .git path itself.
-        return Err(ToolError::new(format!(
-            "path {:?} resolves through a symbolic link into a .git directory; the policy does not allow writing version-control metadata",
-            resolved.requested
-        )));
-    }
-    Ok(())
-}
-
-/// The canonical form of the deepest existing ancestor of `absolute`, with
-/// the missing rest appended.
-fn real_path(absolute: &Path, requested: &str) -> Result<PathBuf, ToolError> {
-    let mut existing = absolute.to_path_buf();
-    let mut missing: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        match std::fs::canonicalize(&existing) {
-            Ok(mut real) => {
-                for name in missing.iter().rev() {
-                    real.push(name);
-                }
-                return Ok(real);
-            }
-            Err(error)
-                if error.kind() == ErrorKind::NotFound
-                    || error.raw_os_error() == Some(libc::ENOTDIR) =>
-            {
-                if std::fs::symlink_metadata(&existing).is_ok_and(|m| m.file_type().is_symlink()) {
-                    // Writing through a dangling link would create its target,
-                    // wherever that is.
-                    return Err(ToolError::new(format!(
-                        "path {requested:?} goes through the dangling symbolic link {}",
-                        existing.display()
-                    )));
-                }
-                let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
-                    return Err(ToolError::new(format!(
-                        "path {requested:?} cannot be resolved"
-                    )));
-                };
-                missing.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            Err(error) => {
-                return Err(ToolError::new(format!(
-                    "path {requested:?} cannot be resolved: {error}"
-                )));
-            }
-        }
     }
 }
 
