@@ -22,7 +22,7 @@
 //! `cargo build --release -p roder-cli` (next to this executable, or
 //! `$RODER_BIN`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ struct Sample {
 }
 
 pub async fn run() -> anyhow::Result<()> {
-    let roder = binary()?;
+    let roder = crate::roder_process::binary()?;
     let server = FakeModelServer::start().await?;
     for delivery in [Delivery::Streamed, Delivery::OneDelta] {
         let mut tiny = Vec::new();
@@ -256,7 +256,7 @@ async fn turn(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
 
-    let cpu_before = children_cpu_s()?;
+    let cpu_before = crate::roder_process::children_cpu_s()?;
     let started = Instant::now();
     let child = command.spawn().context("cannot start roder")?;
     let output = match tokio::time::timeout(TURN_TIMEOUT, child.wait_with_output()).await {
@@ -268,7 +268,7 @@ async fn turn(
         ),
     };
     let wall_s = started.elapsed().as_secs_f64();
-    let cpu_s = children_cpu_s()? - cpu_before;
+    let cpu_s = crate::roder_process::children_cpu_s()? - cpu_before;
     anyhow::ensure!(
         output.status.success(),
         "roder exec with a {} MiB answer failed ({}): {}",
@@ -315,31 +315,6 @@ async fn stored_event_bytes(threads: &Path) -> anyhow::Result<u64> {
         }
     }
     Ok(total)
-}
-
-fn binary() -> anyhow::Result<PathBuf> {
-    if let Ok(path) = std::env::var("RODER_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let beside = std::env::current_exe()?.with_file_name("roder");
-    anyhow::ensure!(
-        beside.exists(),
-        "{} does not exist; run `cargo build --release -p roder-cli` first (or set RODER_BIN)",
-        beside.display()
-    );
-    Ok(beside)
-}
-
-/// User+system CPU seconds of all waited-for children.
-fn children_cpu_s() -> anyhow::Result<f64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a whole rusage into the pointer it is given.
-    let status = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
-    anyhow::ensure!(status == 0, "getrusage failed");
-    // SAFETY: initialised by the successful call above.
-    let usage = unsafe { usage.assume_init() };
-    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
-    Ok(seconds(usage.ru_utime) + seconds(usage.ru_stime))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ struct Sample {
 const GNU_TIME: &str = "/usr/bin/time";
 
 pub async fn run() -> anyhow::Result<()> {
-    let roder = binary()?;
+    let roder = crate::roder_process::binary()?;
     let server = FakeModelServer::start().await?;
     let home = tempfile::tempdir()?;
     tokio::fs::write(
@@ -92,31 +92,6 @@ pub async fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn binary() -> anyhow::Result<PathBuf> {
-    if let Ok(path) = std::env::var("RODER_BIN") {
-        return Ok(PathBuf::from(path));
-    }
-    let beside = std::env::current_exe()?.with_file_name("roder");
-    anyhow::ensure!(
-        beside.exists(),
-        "{} does not exist; run `cargo build --release -p roder-cli` first (or set RODER_BIN)",
-        beside.display()
-    );
-    Ok(beside)
-}
-
-/// User+system CPU ms of all waited-for children.
-fn children_cpu_ms() -> anyhow::Result<f64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a whole rusage into the pointer it is given.
-    let status = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
-    anyhow::ensure!(status == 0, "getrusage failed");
-    // SAFETY: initialised by the successful call above.
-    let usage = unsafe { usage.assume_init() };
-    let ms = |time: libc::timeval| time.tv_sec as f64 * 1000.0 + time.tv_usec as f64 / 1000.0;
-    Ok(ms(usage.ru_utime) + ms(usage.ru_stime))
-}
-
 async fn exec(
     roder: &PathBuf,
     server: &FakeModelServer,
@@ -145,7 +120,7 @@ async fn exec(
     } else {
         tokio::process::Command::new(roder)
     };
-    let cpu_before = children_cpu_ms()?;
+    let cpu_before = crate::roder_process::children_cpu_s()? * 1000.0;
     let started = Instant::now();
     let output = command
         .args(["exec", "run true repeatedly"])
@@ -155,7 +130,7 @@ async fn exec(
         .output()
         .await?;
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let cpu_ms = children_cpu_ms()? - cpu_before;
+    let cpu_ms = crate::roder_process::children_cpu_s()? * 1000.0 - cpu_before;
     anyhow::ensure!(
         output.status.success(),
         "roder exec failed: {}",

@@ -11,6 +11,7 @@ mod exec_loop;
 mod figure;
 mod provision;
 mod provision_worktree;
+mod roder_process;
 mod store;
 mod threads;
 mod tool_loop;
