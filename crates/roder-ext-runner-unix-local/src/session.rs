@@ -110,7 +110,7 @@ impl UnixLocalSession {
     /// Resolves a path inside the root.
     async fn resolve(&self, path: &Path) -> anyhow::Result<PathBuf> {
         let path = path.to_path_buf();
-        self.confine(move |root, base| root.resolve(base, &path))
+        self.confine(move |root, base| Ok(root.resolve(base, &path)?))
             .await
     }
 
@@ -120,7 +120,7 @@ impl UnixLocalSession {
             return Ok(self.cwd.clone());
         };
         let cwd = cwd.to_path_buf();
-        self.confine(move |root, base| root.resolve_dir(base, &cwd, "working directory"))
+        self.confine(move |root, base| Ok(root.resolve_dir(base, &cwd, "working directory")?))
             .await
     }
 }

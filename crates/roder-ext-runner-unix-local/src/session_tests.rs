@@ -397,7 +397,7 @@ async fn open_honours_the_cwd_and_the_environment_options() {
     assert!(
         error
             .to_string()
-            .contains("working directory `missing` does not exist"),
+            .contains(r#"working directory "missing" does not exist"#),
         "{error}"
     );
 }
