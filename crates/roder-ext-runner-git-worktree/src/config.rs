@@ -17,20 +17,23 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
+use roder_api::sandbox_policy::{SANDBOX_CONFIG_KEY, SandboxPolicy};
+use roder_ext_runner_unix_local::config::parse_sandbox;
 use serde_json::{Map, Value};
 
 /// Fields a config may hold. Anything else is refused, so a typo
 /// (`"worktree"`) is an error instead of a silently ignored setting.
-const KNOWN_FIELDS: [&str; 5] = [
+const KNOWN_FIELDS: [&str; 6] = [
     "worktree_id",
     "relative_cwd",
     "repository",
     "selector",
     WORKSPACE_CONFIG_KEY,
+    SANDBOX_CONFIG_KEY,
 ];
 
 /// Which worktree a session works in, and where inside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct WorktreeConfig {
     pub(crate) worktree_id: String,
     /// Relative to the checkout; `None` is the checkout itself.
@@ -39,6 +42,10 @@ pub(crate) struct WorktreeConfig {
     /// one; it must be the claimed working directory. Not part of the
     /// state metadata: a session that opened has already matched it.
     pub(crate) workspace: Option<PathBuf>,
+    /// The thread's sandbox policy ([`SANDBOX_CONFIG_KEY`]); `None` is
+    /// [`SandboxPolicy::default()`]. Kept in the state metadata, so a
+    /// resumed session keeps it.
+    pub(crate) sandbox: Option<SandboxPolicy>,
 }
 
 impl WorktreeConfig {
@@ -101,6 +108,7 @@ impl WorktreeConfig {
             worktree_id,
             relative_cwd,
             workspace,
+            sandbox: parse_sandbox(object, "git-worktree", source)?,
         })
     }
 
@@ -116,6 +124,11 @@ impl WorktreeConfig {
                 "relative_cwd".to_string(),
                 Value::String(relative_cwd.display().to_string()),
             );
+        }
+        if let Some(sandbox) = &self.sandbox
+            && let Ok(sandbox) = serde_json::to_value(sandbox)
+        {
+            object.insert(SANDBOX_CONFIG_KEY.to_string(), sandbox);
         }
         Value::Object(object)
     }
@@ -157,6 +170,26 @@ mod tests {
         .unwrap();
         assert_eq!(bound.workspace, Some(PathBuf::from("/w/a/checkout")));
         assert_eq!(bound.to_json(), json!({"worktree_id": "a"}));
+    }
+
+    #[test]
+    fn the_sandbox_policy_is_accepted_and_kept_in_the_state() {
+        let config = WorktreeConfig::from_json(
+            &json!({"worktree_id": "a", "sandbox": {"mechanism": "bubblewrap"}}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            config.sandbox.as_ref().map(|policy| policy.mechanism),
+            Some(roder_api::sandbox_policy::HostMechanism::Bubblewrap)
+        );
+        assert_eq!(
+            WorktreeConfig::from_json(&config.to_json(), "x").unwrap(),
+            config
+        );
+        assert!(
+            error(json!({"worktree_id": "a", "sandbox": {"mode": "off"}})).contains("`sandbox`")
+        );
     }
 
     #[test]

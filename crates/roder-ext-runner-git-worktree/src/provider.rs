@@ -15,6 +15,7 @@ use roder_ext_runner_unix_local::provider_checks::{
 };
 
 use crate::config::WorktreeConfig;
+use crate::git::Git;
 use crate::layout::Layout;
 use crate::lifecycle;
 use crate::session::GitWorktreeSession;
@@ -90,11 +91,17 @@ impl GitWorktreeRunnerProvider {
     ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
         let claimed = self.claim(&config).await?;
         let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
+        let common_dir = Git::new(&claimed.info.checkout)
+            .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .text()
+            .await?;
         let session = GitWorktreeSession::open(
             state,
             config.worktree_id,
             &claimed.info.checkout,
             claimed.cwd,
+            config.sandbox.unwrap_or_default(),
+            std::path::PathBuf::from(common_dir),
         )
         .await?;
         Ok(Arc::new(session))

@@ -15,6 +15,7 @@ use roder_api::remote_runner::{
     RunnerFileReadRequest, RunnerFileReadResult, RunnerFileWriteRequest, RunnerPortRequest,
     RunnerPortResult, RunnerSessionState, RunnerSnapshotRef,
 };
+use roder_api::sandbox_policy::SandboxPolicy;
 use roder_ext_runner_unix_local::{SessionOptions, UnixLocalSession};
 
 use crate::git::REPOSITORY_ENV;
@@ -36,6 +37,8 @@ impl GitWorktreeSession {
         worktree_id: String,
         checkout: &Path,
         cwd: PathBuf,
+        sandbox: SandboxPolicy,
+        common_dir: PathBuf,
     ) -> anyhow::Result<Self> {
         let options = SessionOptions {
             cwd: Some(cwd),
@@ -48,7 +51,12 @@ impl GitWorktreeSession {
         };
         Ok(Self {
             worktree_id,
-            host: UnixLocalSession::open(state, checkout, options).await?,
+            // The worktree's git dir (`<common>/worktrees/<id>`), the
+            // objects and refs live in the repository's common git dir:
+            // `git commit` must write there.
+            host: UnixLocalSession::open(state, checkout, options)
+                .await?
+                .with_sandbox(sandbox, vec![common_dir]),
         })
     }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use roder_api::remote_runner::{RunnerCommandId, RunnerCommandResult};
-use roder_sandbox::{CommandSpec, DRAIN_GRACE, Ending, OutputMode, Stream};
+use roder_sandbox::{CommandSpec, Confinement, DRAIN_GRACE, Ending, OutputMode, Stream};
 
 use crate::running::RunningCommands;
 
@@ -28,6 +28,8 @@ pub(crate) struct PreparedCommand {
     /// Config env first, then request env, so the request wins.
     pub(crate) env: Vec<(String, String)>,
     pub(crate) timeout: Option<Duration>,
+    /// The session's sandbox over its working directory.
+    pub(crate) confinement: Confinement,
 }
 
 /// Spawns the command and waits for it, honouring timeout and cancellation.
@@ -48,9 +50,11 @@ pub(crate) async fn run(
             .collect(),
         timeout: command.timeout,
         output: OutputMode::Separate,
+        confinement: Some(command.confinement.clone()),
     };
-    let mut stdout = Captured::default();
-    let mut stderr = Captured::default();
+    let output_limit = command.confinement.policy.limits.output_bytes;
+    let mut stdout = Captured::with_cap(output_limit);
+    let mut stderr = Captured::with_cap(output_limit);
     let mut sink = |stream: Stream, bytes: &[u8]| match stream {
         Stream::Stdout => stdout.push(bytes),
         Stream::Stderr => stderr.push(bytes),
@@ -94,16 +98,36 @@ pub(crate) async fn run(
 }
 
 /// Bytes read from one stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Captured {
     bytes: Vec<u8>,
-    /// Bytes beyond `MAX_CAPTURE_BYTES` that were read and dropped.
+    /// Bytes beyond `cap` that were read and dropped.
     dropped: usize,
+    /// Bytes kept: `MAX_CAPTURE_BYTES`, or less when the policy's
+    /// `limits.output_bytes` says so.
+    cap: usize,
+}
+
+impl Default for Captured {
+    fn default() -> Self {
+        Self::with_cap(None)
+    }
 }
 
 impl Captured {
+    fn with_cap(limit: Option<u64>) -> Self {
+        let cap = limit
+            .and_then(|limit| usize::try_from(limit).ok())
+            .map_or(MAX_CAPTURE_BYTES, |limit| limit.min(MAX_CAPTURE_BYTES));
+        Self {
+            bytes: Vec::new(),
+            dropped: 0,
+            cap,
+        }
+    }
+
     fn push(&mut self, bytes: &[u8]) {
-        let room = MAX_CAPTURE_BYTES.saturating_sub(self.bytes.len());
+        let room = self.cap.saturating_sub(self.bytes.len());
         let kept = bytes.len().min(room);
         self.bytes
             .extend_from_slice(bytes.get(..kept).unwrap_or_default());
@@ -143,6 +167,7 @@ mod tests {
         let captured = Captured {
             bytes: b"partial".to_vec(),
             dropped: 3,
+            ..Captured::default()
         };
         assert_eq!(
             captured.into_text(Some(&["note".to_string()])),

@@ -15,16 +15,17 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
+use roder_api::sandbox_policy::{SANDBOX_CONFIG_KEY, SandboxPolicy};
 use serde_json::{Map, Value};
 
 use crate::paths::normalize;
 
 /// Fields a config object may hold. Anything else is refused, so a typo
 /// (`"rooot"`) is an error instead of a silently ignored setting.
-const KNOWN_FIELDS: [&str; 3] = ["root", "env", WORKSPACE_CONFIG_KEY];
+const KNOWN_FIELDS: [&str; 4] = ["root", "env", WORKSPACE_CONFIG_KEY, SANDBOX_CONFIG_KEY];
 
 /// A parsed unix-local destination config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UnixLocalConfig {
     /// Absolute, lexically normalised directory. Sessions run directly in it
     /// (not in a per-session subdirectory), so a thread bound to a workspace
@@ -37,6 +38,10 @@ pub struct UnixLocalConfig {
     /// `root`: where relative file paths and commands without a `cwd`
     /// start. `None` (no binding told us) is the root itself.
     pub workspace: Option<PathBuf>,
+    /// The thread's sandbox policy ([`SANDBOX_CONFIG_KEY`], written by the
+    /// runtime); `None` is [`SandboxPolicy::default()`]: enforced, network
+    /// off. Kept in the state metadata so a resumed session keeps it.
+    pub sandbox: Option<SandboxPolicy>,
 }
 
 impl UnixLocalConfig {
@@ -67,6 +72,7 @@ impl UnixLocalConfig {
             root,
             env: parse_env(object, source)?,
             workspace,
+            sandbox: parse_sandbox(object, "unix-local", source)?,
         })
     }
 
@@ -92,7 +98,34 @@ impl UnixLocalConfig {
                 Value::String(workspace.display().to_string()),
             );
         }
+        if let Some(sandbox) = &self.sandbox
+            && let Ok(sandbox) = serde_json::to_value(sandbox)
+        {
+            object.insert(SANDBOX_CONFIG_KEY.to_string(), sandbox);
+        }
         Value::Object(object)
+    }
+
+    /// The policy its commands are confined by.
+    pub fn sandbox_policy(&self) -> SandboxPolicy {
+        self.sandbox.clone().unwrap_or_default()
+    }
+}
+
+/// The `sandbox` field of a config: a [`SandboxPolicy`] or absent. Public
+/// so the runners built on this one read it in the same words.
+pub fn parse_sandbox(
+    object: &Map<String, Value>,
+    runner: &str,
+    source: &str,
+) -> anyhow::Result<Option<SandboxPolicy>> {
+    match object.get(SANDBOX_CONFIG_KEY) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value.clone()).map(Some).map_err(|error| {
+            anyhow::anyhow!(
+                "{runner} {source} field `{SANDBOX_CONFIG_KEY}` is not a sandbox policy: {error} (expected e.g. {{\"mode\": \"enforce\", \"network\": \"off\"}})"
+            )
+        }),
     }
 }
 
@@ -260,6 +293,29 @@ mod tests {
         }
         assert!(error(json!({"root": "/ws", "workspace": "rel"})).contains("absolute path"));
         assert!(error(json!({"root": "/ws", "workspace": 1})).contains("must be a string"));
+    }
+
+    #[test]
+    fn the_sandbox_policy_is_accepted_kept_and_checked() {
+        let config = UnixLocalConfig::from_json(
+            &json!({"root": "/ws", "sandbox": {"network": "on", "writable_roots": ["/cache"]}}),
+            "x",
+        )
+        .unwrap();
+        let policy = config.sandbox_policy();
+        assert!(policy.network.allows());
+        assert_eq!(policy.writable_roots, vec![PathBuf::from("/cache")]);
+        assert_eq!(
+            UnixLocalConfig::from_json(&config.to_json(), "x").unwrap(),
+            config
+        );
+        let plain = UnixLocalConfig::from_json(&json!({"root": "/ws"}), "x").unwrap();
+        assert_eq!(plain.sandbox_policy(), SandboxPolicy::default());
+        let bad = error(json!({"root": "/ws", "sandbox": {"netwrok": "on"}}));
+        assert!(
+            bad.contains("field `sandbox`") && bad.contains("netwrok"),
+            "{bad}"
+        );
     }
 
     #[test]

@@ -48,10 +48,12 @@ async fn open_session(
     destination_id: String,
 ) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
     let state = session_state(PROVIDER_ID, session_id, destination_id, config.to_json());
+    let policy = config.sandbox_policy();
     let UnixLocalConfig {
         root,
         env,
         workspace,
+        sandbox: _,
     } = config;
     let options = SessionOptions {
         // Relative file paths and commands start in the bound workspace,
@@ -61,7 +63,9 @@ async fn open_session(
         ..SessionOptions::default()
     };
     Ok(Arc::new(
-        UnixLocalSession::open(state, &root, options).await?,
+        UnixLocalSession::open(state, &root, options)
+            .await?
+            .with_sandbox(policy, Vec::new()),
     ))
 }
 

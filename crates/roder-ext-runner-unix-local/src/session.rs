@@ -10,6 +10,9 @@ use roder_api::remote_runner::{
     RunnerPortResult, RunnerSessionState, RunnerSnapshotRef,
 };
 
+use roder_api::sandbox_policy::SandboxPolicy;
+use roder_sandbox::Confinement;
+
 use crate::command::{self, PreparedCommand};
 use crate::options::SessionOptions;
 use crate::paths::ConfinedRoot;
@@ -36,6 +39,10 @@ pub struct UnixLocalSession {
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
     running: RunningCommands,
+    /// How commands are confined: the thread's policy (the default,
+    /// enforced with the network off, until [`Self::with_sandbox`]) over
+    /// the canonical root.
+    confinement: Confinement,
 }
 
 impl UnixLocalSession {
@@ -71,13 +78,28 @@ impl UnixLocalSession {
         };
         Ok(Self {
             state,
-            root,
             base,
             cwd,
             env: options.env,
             env_remove: options.env_remove,
             running: RunningCommands::default(),
+            confinement: Confinement::new(SandboxPolicy::default(), root.canonical().to_path_buf()),
+            root,
         })
+    }
+
+    /// Confines its commands by `policy`: writable are the root, the
+    /// policy's `writable_roots` and `extra_writable` (what a wrapping
+    /// runner needs, like a worktree's common git directory).
+    pub fn with_sandbox(mut self, policy: SandboxPolicy, extra_writable: Vec<PathBuf>) -> Self {
+        self.confinement.policy = policy;
+        self.confinement.extra_writable = extra_writable;
+        self
+    }
+
+    /// How its commands are confined.
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     /// The session's root as configured.
@@ -149,6 +171,7 @@ impl RemoteRunnerSession for UnixLocalSession {
             env_remove: self.env_remove.clone(),
             env,
             timeout: request.timeout_ms.map(Duration::from_millis),
+            confinement: self.confinement.clone(),
         };
         command::run(prepared, &self.running).await
     }

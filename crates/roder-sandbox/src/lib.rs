@@ -10,6 +10,7 @@
 //! supervision is written once, with one output drain rule ([`DRAIN_GRACE`]).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod confine;
 pub mod paths;
 mod registry;
 mod run;
@@ -17,6 +18,8 @@ mod spawn;
 #[cfg(target_os = "linux")]
 mod warden;
 
+pub use confine::Confinement;
+pub use confine::protections::host_protections;
 pub use registry::{AlreadyRunning, Reservation, RunningCommands};
 pub use run::{CommandSpec, DRAIN_GRACE, Ending, Finished, OutputMode, Stream, run};
 pub use spawn::{Supervised, spawn};

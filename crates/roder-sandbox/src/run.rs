@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
+use crate::confine::Confinement;
 use crate::spawn::spawn;
 
 /// How long output may keep arriving after the command exited. A process it
@@ -54,6 +55,10 @@ pub struct CommandSpec {
     pub env: Vec<(OsString, OsString)>,
     pub timeout: Option<Duration>,
     pub output: OutputMode,
+    /// The sandbox the command runs in. `None` runs it as this process's
+    /// plain child with the inherited environment: only for Roder's own
+    /// helpers, never for a model's command.
+    pub confinement: Option<Confinement>,
 }
 
 /// How a command ended.
@@ -98,6 +103,22 @@ impl Reader {
     }
 }
 
+/// The unconfined command of `spec` (no [`CommandSpec::confinement`]).
+fn plain_command(spec: &CommandSpec, stdout: Stdio, stderr: Stdio) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(&spec.program);
+    for key in &spec.env_remove {
+        command.env_remove(key);
+    }
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(spec.env.iter().map(|(key, value)| (key, value)))
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr);
+    command
+}
+
 /// Runs `spec` to its end. `Err` only when it could not start (the error is
 /// the OS's; the caller names the program). `sink` gets the output as it
 /// arrives, unbounded: capping is the caller's business.
@@ -112,23 +133,13 @@ pub async fn run(
     sink: &mut (dyn FnMut(Stream, &[u8]) + Send),
 ) -> std::io::Result<Finished> {
     let started = Instant::now();
-    let mut command = tokio::process::Command::new(&spec.program);
-    for key in &spec.env_remove {
-        command.env_remove(key);
-    }
-    command
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .envs(spec.env.iter().map(|(key, value)| (key, value)))
-        .stdin(Stdio::null());
+    let stdio;
     let mut readers = match spec.output {
         OutputMode::Combined => {
             let (sender, receiver) = pipe::pipe()?;
             let stdout = sender.into_blocking_fd()?;
             let stderr = stdout.try_clone()?;
-            command
-                .stdout(Stdio::from(stdout))
-                .stderr(Stdio::from(stderr));
+            stdio = (Stdio::from(stdout), Stdio::from(stderr));
             [
                 Reader {
                     stream: Stream::Stdout,
@@ -143,9 +154,10 @@ pub async fn run(
         OutputMode::Separate => {
             let (out_sender, out_receiver) = pipe::pipe()?;
             let (err_sender, err_receiver) = pipe::pipe()?;
-            command
-                .stdout(Stdio::from(out_sender.into_blocking_fd()?))
-                .stderr(Stdio::from(err_sender.into_blocking_fd()?));
+            stdio = (
+                Stdio::from(out_sender.into_blocking_fd()?),
+                Stdio::from(err_sender.into_blocking_fd()?),
+            );
             [
                 Reader {
                     stream: Stream::Stdout,
@@ -158,8 +170,14 @@ pub async fn run(
             ]
         }
     };
-    // `spawn` drops the command, and with it our copies of the write ends.
-    let mut child = spawn(command).await?;
+    // Spawning drops the command, and with it our copies of the write ends.
+    let (stdout, stderr) = stdio;
+    let mut child = match &spec.confinement {
+        Some(confinement) => {
+            crate::confine::launch::spawn(spec, confinement, stdout, stderr).await?
+        }
+        None => spawn(plain_command(spec, stdout, stderr)).await?,
+    };
 
     let [first, second] = &mut readers;
     let mut chunk_a = vec![0_u8; READ_CHUNK];

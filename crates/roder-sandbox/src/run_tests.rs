@@ -16,6 +16,7 @@ pub(crate) fn shell(script: &str, cwd: &Path, output: OutputMode) -> CommandSpec
         env: Vec::new(),
         timeout: None,
         output,
+        confinement: None,
     }
 }
 

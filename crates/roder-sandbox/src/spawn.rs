@@ -28,13 +28,26 @@ pub struct Supervised {
 /// Exec failures (no such program, no such directory) are errors, as with a
 /// plain spawn.
 pub async fn spawn(mut command: tokio::process::Command) -> io::Result<Supervised> {
+    supervise(async move {
+        command.process_group(0);
+        let child = command.spawn();
+        // The command keeps our copies of any pipe write ends: drop them
+        // now, so readers see EOF once the process group is done with them.
+        drop(command);
+        child
+    })
+    .await
+}
+
+/// Supervises the child `start` spawns (in its own process group, which
+/// `start` must arrange). The warden is up before `start` runs, so it is
+/// never started from a confined spawner thread.
+pub(crate) async fn supervise(
+    start: impl std::future::Future<Output = io::Result<tokio::process::Child>>,
+) -> io::Result<Supervised> {
     #[cfg(target_os = "linux")]
     let warden = warden().await;
-    command.process_group(0);
-    let child = command.spawn()?;
-    // The command keeps our copies of any pipe write ends: drop them now, so
-    // readers see EOF once the process group is done with them.
-    drop(command);
+    let child = start.await?;
     let pgid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
     #[cfg(target_os = "linux")]
     if let (Some(warden), Some(pgid)) = (warden, pgid) {

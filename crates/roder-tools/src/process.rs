@@ -8,7 +8,7 @@
 //! one pipe shared by stdout and stderr (so the output interleaves as a
 //! terminal would show it) on the calling task; no extra task or shell.
 
-use roder_sandbox::{CommandSpec, Ending, OutputMode};
+use roder_sandbox::{CommandSpec, Confinement, Ending, OutputMode};
 use tokio_util::sync::CancellationToken;
 
 use crate::output::CappedOutput;
@@ -20,7 +20,12 @@ pub(crate) async fn run_local(
     request: &CommandRequest,
     cancellation: &CancellationToken,
     output_cap: usize,
+    confinement: &Confinement,
 ) -> Result<CommandOutcome, ToolError> {
+    let output_cap = match confinement.policy.limits.output_bytes {
+        Some(limit) => output_cap.min(usize::try_from(limit).unwrap_or(usize::MAX)),
+        None => output_cap,
+    };
     let spec = CommandSpec {
         program: request.program.clone().into(),
         args: request.args.iter().map(Into::into).collect(),
@@ -33,6 +38,7 @@ pub(crate) async fn run_local(
             .collect(),
         timeout: request.timeout_ms.map(std::time::Duration::from_millis),
         output: OutputMode::Combined,
+        confinement: Some(confinement.clone()),
     };
     let mut output = CappedOutput::new(output_cap);
     let mut sink = |_stream, bytes: &[u8]| output.push(bytes);
@@ -71,6 +77,15 @@ mod tests {
             env: Vec::new(),
             timeout_ms,
         }
+    }
+
+    /// The default policy (enforced, network off) over `dir`: every test
+    /// here runs confined, as every model's command does.
+    fn confined(dir: &Path) -> Confinement {
+        Confinement::new(
+            roder_api::sandbox_policy::SandboxPolicy::default(),
+            dir.to_path_buf(),
+        )
     }
 
     fn process_is_gone(pid: i32) -> bool {
@@ -118,6 +133,7 @@ mod tests {
             ),
             &CancellationToken::new(),
             1024,
+            &confined(dir.path()),
         )
         .await
         .unwrap();
@@ -138,6 +154,7 @@ mod tests {
             &request("pwd", dir.path(), None),
             &CancellationToken::new(),
             1024,
+            &confined(dir.path()),
         )
         .await
         .unwrap();
@@ -152,6 +169,7 @@ mod tests {
             &request("sleep 30 & echo $! > pid; wait", dir.path(), Some(300)),
             &CancellationToken::new(),
             1024,
+            &confined(dir.path()),
         )
         .await
         .unwrap();
@@ -179,7 +197,8 @@ mod tests {
             }
         };
         let req = request("sleep 30 & echo $! > pid; wait", dir.path(), None);
-        let (outcome, pid) = tokio::join!(run_local(&req, &token, 1024), canceller);
+        let confinement = confined(dir.path());
+        let (outcome, pid) = tokio::join!(run_local(&req, &token, 1024, &confinement), canceller);
         assert_eq!(outcome.unwrap().end, CommandEnd::Interrupted);
         assert!(
             eventually(|| process_is_gone(pid)).await,
@@ -194,7 +213,8 @@ mod tests {
         let req = request("sleep 30 & echo $! > pid; wait", dir.path(), None);
         let token = CancellationToken::new();
         let pid = {
-            let run = run_local(&req, &token, 1024);
+            let confinement = confined(dir.path());
+            let run = run_local(&req, &token, 1024, &confinement);
             tokio::pin!(run);
             tokio::select! {
                 _ = &mut run => panic!("the command should still be running"),
@@ -215,6 +235,7 @@ mod tests {
             &request("sleep 5 & echo $! > pid; echo done", dir.path(), None),
             &CancellationToken::new(),
             1024,
+            &confined(dir.path()),
         )
         .await
         .unwrap();
@@ -234,7 +255,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut req = request("true", dir.path(), None);
         req.program = "/definitely/not/a/shell".to_string();
-        let error = run_local(&req, &CancellationToken::new(), 1024)
+        let error = run_local(&req, &CancellationToken::new(), 1024, &confined(dir.path()))
             .await
             .unwrap_err();
         assert!(
@@ -250,6 +271,7 @@ mod tests {
             &request("kill -9 $$", dir.path(), None),
             &CancellationToken::new(),
             1024,
+            &confined(dir.path()),
         )
         .await
         .unwrap();

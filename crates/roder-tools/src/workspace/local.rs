@@ -15,6 +15,8 @@ use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
+use roder_api::sandbox_policy::SandboxPolicy;
+use roder_sandbox::Confinement;
 
 use super::{GrepHit, GrepOutcome, GrepQuery, MAX_FILE_BYTES, Walk, WalkEntry, WalkOptions};
 use roder_sandbox::paths::{Confined, check_real};
@@ -31,15 +33,32 @@ pub(crate) struct LocalFs {
     root: PathBuf,
     read_roots: Vec<PathBuf>,
     allow_vcs_metadata: bool,
+    /// How its commands are confined (`roder-sandbox`): the call's policy
+    /// over this root.
+    confinement: Confinement,
 }
 
 impl LocalFs {
     pub fn new(root: PathBuf, read_roots: Vec<PathBuf>, allow_vcs_metadata: bool) -> Self {
+        let confinement = Confinement::new(SandboxPolicy::default(), root.clone());
         Self {
             root,
             read_roots,
             allow_vcs_metadata,
+            confinement,
         }
+    }
+
+    /// Confines its commands by `policy`, never passing `credential_vars`.
+    pub fn with_sandbox(mut self, policy: SandboxPolicy, credential_vars: Vec<String>) -> Self {
+        self.confinement.policy = policy;
+        self.confinement.credential_vars = credential_vars;
+        self
+    }
+
+    /// How its commands are confined.
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     pub async fn resolve(

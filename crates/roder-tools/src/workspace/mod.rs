@@ -122,11 +122,14 @@ impl Workspace {
     pub fn from_context(ctx: &ToolExecutionContext) -> Option<Self> {
         let allow_vcs_metadata = ctx.policy_mode.allows_vcs_metadata_writes();
         match &ctx.workspace {
-            ToolWorkspace::Local(local) => Some(Workspace::Local(LocalFs::new(
-                local.root.clone(),
-                local.read_roots.clone(),
-                allow_vcs_metadata,
-            ))),
+            ToolWorkspace::Local(local) => Some(Workspace::Local(
+                LocalFs::new(
+                    local.root.clone(),
+                    local.read_roots.clone(),
+                    allow_vcs_metadata,
+                )
+                .with_sandbox(ctx.sandbox.clone(), ctx.credential_vars.clone()),
+            )),
             ToolWorkspace::Remote(remote) => Some(Workspace::Remote(RemoteFs::new(
                 remote.clone(),
                 allow_vcs_metadata,
@@ -198,8 +201,9 @@ impl Workspace {
         output_cap: usize,
     ) -> Result<CommandOutcome, ToolError> {
         match self {
-            Workspace::Local(_) => {
-                crate::process::run_local(&request, cancellation, output_cap).await
+            Workspace::Local(local) => {
+                crate::process::run_local(&request, cancellation, output_cap, local.confinement())
+                    .await
             }
             Workspace::Remote(remote) => remote.run(request, cancellation, output_cap).await,
         }
