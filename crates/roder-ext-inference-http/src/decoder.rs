@@ -31,6 +31,10 @@ pub enum DecodeError {
     /// The provider reported an error inside the stream; `retry` comes
     /// from [`crate::classify`] with no HTTP status.
     Reported { message: String, retry: RetryClass },
+    /// The provider said the request is longer than the model's context
+    /// window ([`crate::overflow`]); `message` is its own words. Never
+    /// retried: the runtime compacts and sends a shorter request.
+    ContextOverflow { message: String },
 }
 
 /// One wire format's mapping from SSE events to inference events. A fresh

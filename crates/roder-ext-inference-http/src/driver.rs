@@ -8,7 +8,9 @@
 //! and the retry rule: a stream that breaks before it delivered anything is
 //! requested again; once anything was delivered the runtime has already
 //! published it (text) or may act on it (tool calls), so the failure is
-//! reported instead of replayed.
+//! reported instead of replayed. A provider's "the request is longer than
+//! the context window", in the HTTP answer or inside the stream, ends the
+//! request at once as `roder_api::inference::ContextOverflow`.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -62,6 +64,16 @@ impl<D: Decoder> Driver<D> {
         })
     }
 
+    /// [`Driver::open`] then [`Driver::into_stream`], with the error as an
+    /// engine's `stream_turn` returns it ([`ProviderError::into_anyhow`]:
+    /// a context overflow is `roder_api::inference::ContextOverflow`).
+    pub async fn start(exchange: Exchange, decoder: D) -> anyhow::Result<InferenceEventStream> {
+        match Self::open(exchange, decoder).await {
+            Ok(driver) => Ok(driver.into_stream()),
+            Err(error) => Err(error.into_anyhow()),
+        }
+    }
+
     /// The events as a stream. Dropping it drops the connection.
     pub fn into_stream(self) -> InferenceEventStream {
         futures::stream::unfold(self, |mut driver| async move {
@@ -96,10 +108,10 @@ impl<D: Decoder> Driver<D> {
                 let error = ProviderError::AfterOutput {
                     source: Box::new(failure),
                 };
-                return Some(self.finish(Err(error.into())));
+                return Some(self.finish(Err(error.into_anyhow())));
             }
             if let Err(error) = self.exchange.before_retry(failure, None).await {
-                return Some(self.finish(Err(error.into())));
+                return Some(self.finish(Err(error.into_anyhow())));
             }
             match self.exchange.send().await {
                 Ok(response) => {
@@ -107,7 +119,7 @@ impl<D: Decoder> Driver<D> {
                     self.decoder = self.initial.clone();
                     self.pending.clear();
                 }
-                Err(error) => return Some(self.finish(Err(error.into()))),
+                Err(error) => return Some(self.finish(Err(error.into_anyhow()))),
             }
         }
     }
@@ -127,7 +139,7 @@ impl<D: Decoder> Driver<D> {
         let next = tokio::select! {
             biased;
             _ = self.exchange.cancel().cancelled() => {
-                return Step::Fatal(Err(self.exchange.cancelled().into()));
+                return Step::Fatal(Err(self.exchange.cancelled().into_anyhow()));
             }
             next = tokio::time::timeout(idle, body.next()) => next,
         };
@@ -154,6 +166,9 @@ impl<D: Decoder> Driver<D> {
             DecodeError::Truncated => Step::Retryable(
                 self.dropped("the stream ended before the response was complete".to_string()),
             ),
+            DecodeError::ContextOverflow { message } => {
+                Step::Fatal(Err(crate::overflow::overflow_error(message)))
+            }
             DecodeError::Malformed(detail) => {
                 Step::Fatal(Err(ProviderError::Protocol { provider, detail }.into()))
             }

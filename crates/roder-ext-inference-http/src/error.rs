@@ -57,6 +57,14 @@ pub enum ProviderError {
         retry: RetryClass,
     },
 
+    /// The request is longer than the model's context window. Leaves the
+    /// engine as [`roder_api::inference::ContextOverflow`] (see
+    /// [`ProviderError::into_anyhow`]) so the runtime can compact and retry.
+    #[error(
+        "provider \"{provider}\" refused the request as longer than the model's context window: {message}"
+    )]
+    ContextOverflow { provider: String, message: String },
+
     #[error("the response stream from provider \"{provider}\" broke before it completed: {detail}")]
     StreamDropped { provider: String, detail: String },
 
@@ -97,6 +105,21 @@ impl ProviderError {
             | ProviderError::StreamDropped { .. } => RetryClass::Transient,
             ProviderError::Http { retry, .. } | ProviderError::Reported { retry, .. } => *retry,
             _ => RetryClass::Permanent,
+        }
+    }
+}
+
+impl ProviderError {
+    /// This error as the engine returns it: a context overflow becomes
+    /// [`roder_api::inference::ContextOverflow`] (with the provider's own
+    /// words), which the runtime finds with `downcast_ref`; every other
+    /// error stays a `ProviderError`.
+    pub fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            ProviderError::ContextOverflow { message, .. } => {
+                crate::overflow::overflow_error(message)
+            }
+            other => anyhow::Error::from(other),
         }
     }
 }

@@ -4,6 +4,8 @@
 //! [`crate::classify`]) and (via [`Exchange::before_retry`]) broken streams
 //! and transient in-stream errors are retried; a doubtful failure gets one
 //! more attempt; everything else fails at once with the provider's message.
+//! A request longer than the context window is never retried: it fails as
+//! [`ProviderError::ContextOverflow`].
 
 use std::time::Duration;
 
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::classify::{FailureReport, RetryClass, classify, should_retry_header};
 use crate::error::{ProviderError, chain};
 use crate::error_body::{error_fields, error_message, is_json, read_error_body};
+use crate::overflow::is_context_overflow;
 use crate::retry::{delay_before, retry_after};
 
 /// A request that is ready to send, with everything needed to send it
@@ -193,14 +196,21 @@ impl Exchange {
         };
         let message = error_message(&body, status.canonical_reason());
         let (kind, code) = error_fields(&body);
-        let retry = classify(FailureReport {
+        let report = FailureReport {
             status: Some(status.as_u16()),
             kind: kind.as_deref(),
             code: code.as_deref(),
             message: &message,
             should_retry,
-        });
-        let error = if status.as_u16() == 401 {
+        };
+        let retry = classify(report);
+        let error = if is_context_overflow(&report) {
+            // No retry can make it fit; the runtime compacts instead.
+            ProviderError::ContextOverflow {
+                provider: self.provider.clone(),
+                message,
+            }
+        } else if status.as_u16() == 401 {
             ProviderError::Authentication {
                 provider: self.provider.clone(),
                 status: status.as_u16(),

@@ -13,6 +13,9 @@
 //!   with an idle timeout and cancellation, and requests it again when a
 //!   stream breaks before anything was delivered, never after.
 //! * [`ProviderError`]: errors that name the provider and the fix.
+//! * [`overflow`]: a request longer than the model's context window is
+//!   returned as `roder_api::inference::ContextOverflow`, never retried, so
+//!   the runtime can compact the thread and try once more.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -60,6 +63,7 @@ mod error_body;
 mod exchange;
 mod http_date;
 mod line_frames;
+pub mod overflow;
 mod retry;
 
 pub use api_key::ApiKeySource;
@@ -69,3 +73,4 @@ pub use decoder::{DecodeError, Decoder, Event, Progress, decode_chunks, snippet}
 pub use driver::Driver;
 pub use error::ProviderError;
 pub use exchange::Exchange;
+pub use overflow::{is_context_overflow, reported};

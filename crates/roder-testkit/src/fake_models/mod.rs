@@ -11,6 +11,14 @@
 //! [`model_wire`] peer suite) — and every request is recorded with its
 //! headers and JSON body.
 //!
+//! Long-session behaviour is scriptable too: Responses reasoning items with
+//! `encrypted_content` ([`ResponsesStream::reasoning_item`]), signed
+//! Anthropic thinking ([`MessagesStream::thinking`],
+//! [`MessagesStream::redacted_thinking`]), each API's context-overflow
+//! error ([`FakeError::context_length_exceeded`],
+//! [`FakeError::prompt_too_long`]) and a context window that rejects every
+//! request over it ([`FakeModelServer::set_context_window`]).
+//!
 //! Streams can be cut at any byte ([`FakeStream::split_at`],
 //! [`FakeStream::split_every`]) and can break the connection part way
 //! ([`FakeStream::drop_after_frames`]), so parsers and retry logic are
@@ -92,6 +100,14 @@ impl FakeModelServer {
     /// (a provider that keeps answering the same way).
     pub fn repeat_when_empty(&self, reply: impl Into<FakeReply>) {
         self.shared.lock().fallback = Some(reply.into());
+    }
+
+    /// From now on, a model request estimated (body bytes / 4) at more
+    /// than `tokens` tokens is answered with the route's context-overflow
+    /// error ([`FakeError::context_overflow`]) and takes no scripted reply:
+    /// a provider with a context window of `tokens`.
+    pub fn set_context_window(&self, tokens: u64) {
+        self.shared.lock().context_window = Some(tokens);
     }
 
     /// Replies not yet taken.

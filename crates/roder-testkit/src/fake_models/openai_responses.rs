@@ -177,7 +177,15 @@ impl ResponsesStream {
     }
 
     /// A reasoning item whose summary parts stream in `parts` of fragments.
-    pub fn reasoning_summary(mut self, parts: &[&[&str]]) -> Self {
+    pub fn reasoning_summary(self, parts: &[&[&str]]) -> Self {
+        self.reasoning_item(parts, None)
+    }
+
+    /// A reasoning item as a request with `include:
+    /// ["reasoning.encrypted_content"]` gets it: its summary parts stream
+    /// in `parts`, and the finished item (in `output_item.done` and in
+    /// `response.completed`) carries `encrypted_content` when given.
+    pub fn reasoning_item(mut self, parts: &[&[&str]], encrypted_content: Option<&str>) -> Self {
         let index = self.output.len();
         let item_id = format!("rs_{index}");
         let item = json!({"id": item_id, "type": "reasoning", "summary": []});
@@ -213,7 +221,10 @@ impl ResponsesStream {
             );
             summary.push(json!({"type": "summary_text", "text": text}));
         }
-        let item = json!({"id": item_id, "type": "reasoning", "summary": summary});
+        let mut item = json!({"id": item_id, "type": "reasoning", "summary": summary});
+        if let Some(encrypted) = encrypted_content {
+            item["encrypted_content"] = json!(encrypted);
+        }
         self.output[index] = item.clone();
         self.event(
             "response.output_item.done",

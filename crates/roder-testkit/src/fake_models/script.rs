@@ -236,6 +236,41 @@ impl FakeError {
         Self::new(500, "The server had an error while processing your request")
     }
 
+    /// OpenAI's answer to a request over the context window: HTTP 400,
+    /// `invalid_request_error` with code `context_length_exceeded` (the
+    /// wording of the Responses API). For the Anthropic route use
+    /// [`FakeError::prompt_too_long`].
+    pub fn context_length_exceeded() -> Self {
+        Self::new(
+            400,
+            "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        )
+        .kind("context_length_exceeded")
+    }
+
+    /// Anthropic's answer to a prompt over the context window: HTTP 400,
+    /// `invalid_request_error`, "prompt is too long: N tokens > M maximum".
+    pub fn prompt_too_long(tokens: u64, maximum: u64) -> Self {
+        Self::new(
+            400,
+            format!("prompt is too long: {tokens} tokens > {maximum} maximum"),
+        )
+    }
+
+    /// The context-overflow answer of Anthropic (`anthropic`) or OpenAI,
+    /// for a request of `tokens` against a window of `maximum`.
+    pub fn context_overflow(anthropic: bool, tokens: u64, maximum: u64) -> Self {
+        if anthropic {
+            Self::prompt_too_long(tokens, maximum)
+        } else {
+            let mut error = Self::context_length_exceeded();
+            error.message = format!(
+                "This model's maximum context length is {maximum} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
+            );
+            error
+        }
+    }
+
     pub fn retry_after(mut self, value: impl Into<String>) -> Self {
         self.retry_after = Some(value.into());
         self

@@ -83,6 +83,9 @@ pub(crate) struct ServerState {
     pub models: Vec<String>,
     /// Served (again and again) once the script is empty.
     pub fallback: Option<FakeReply>,
+    /// Model requests estimated (body bytes / 4) over this many tokens get
+    /// the route's context-overflow error and take no reply.
+    pub context_window: Option<u64>,
 }
 
 #[derive(Default)]
@@ -163,7 +166,15 @@ async fn handle(
         });
         let number = state.requests.len();
         let takes_reply = authorized && !matches!(wire, None | Some(FakeWire::Models));
-        let reply = if takes_reply {
+        let tokens = u64::try_from(body.len() / 4).unwrap_or(u64::MAX);
+        let overflow = state
+            .context_window
+            .filter(|&window| takes_reply && tokens > window);
+        let reply = if let Some(window) = overflow {
+            Some(FakeReply::Error(FakeError::context_overflow(
+                anthropic, tokens, window,
+            )))
+        } else if takes_reply {
             state.replies.pop_front().or_else(|| state.fallback.clone())
         } else {
             None
