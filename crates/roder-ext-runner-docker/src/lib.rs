@@ -38,7 +38,6 @@ pub mod labels;
 mod paths;
 mod pool;
 mod provider;
-mod running;
 pub mod sandbox;
 mod session;
 mod snapshot;

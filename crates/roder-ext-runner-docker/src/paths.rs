@@ -3,48 +3,27 @@
 //! Tools send paths inside the thread's workspace relative to it, and other
 //! paths (read roots) absolute. The container is the sandbox, so an absolute
 //! path may name anything in it; a relative one must stay under the workdir,
-//! because climbing out of it with `..` is never what a tool meant.
+//! because climbing out of it with `..` is never what a tool meant. The rules
+//! are `roder_sandbox::paths`' (lexical: the container's filesystem is not
+//! ours to inspect); this module adds the archive API's file/parent split.
 
-use std::path::{Component, Path};
+use std::path::Path;
 
 use anyhow::bail;
 
-/// The absolute, lexically normalised container path `requested` names.
+/// The absolute, lexically normalised container path `requested` names:
+/// [`roder_sandbox::paths::runner_path`] (a relative path may not climb above
+/// the workdir; an absolute one is folded), with the empty path refused,
+/// because every request here names a file or a directory.
 pub fn resolve(workdir: &str, requested: &Path) -> anyhow::Result<String> {
-    let text = requested.to_str().ok_or_else(|| {
-        anyhow::anyhow!(
-            "path {:?} is not valid UTF-8, which the Docker archive API cannot carry",
-            requested
-        )
-    })?;
-    if text.is_empty() {
+    if requested.as_os_str().is_empty() {
         bail!("empty path: name a file (relative to `{workdir}` or absolute)");
     }
-    if text.contains('\0') {
-        bail!("path {text:?} contains a NUL byte");
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    let base_depth = if requested.is_absolute() {
-        0
-    } else {
-        parts.extend(workdir.split('/').filter(|part| !part.is_empty()));
-        parts.len()
-    };
-    for component in requested.components() {
-        match component {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                if parts.len() <= base_depth && base_depth > 0 {
-                    bail!(
-                        "relative path {text:?} climbs out of the workspace `{workdir}`; use an absolute container path"
-                    );
-                }
-                parts.pop();
-            }
-            Component::Normal(part) => parts.push(part.to_str().unwrap_or_default()),
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
+    Ok(roder_sandbox::paths::runner_path(
+        workdir,
+        requested,
+        "workspace",
+    )?)
 }
 
 /// The parent directory and file name of an absolute normalised path, or
@@ -89,6 +68,9 @@ mod tests {
         assert!(error.to_string().contains("climbs out"), "{error}");
         assert!(resolve("/workspace", Path::new("a/../../b")).is_err());
         assert!(resolve("/workspace", Path::new("")).is_err());
+        assert!(resolve("/workspace", Path::new("a\0b")).is_err());
+        // `..` above a workdir of `/` is refused too.
+        assert!(resolve("/", Path::new("../x")).is_err());
     }
 
     #[test]

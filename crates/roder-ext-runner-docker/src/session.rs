@@ -20,8 +20,8 @@ use crate::archive::WriteRules;
 use crate::client::{Client, message_of};
 use crate::config::{Cleanup, is_credential};
 use crate::exec::{self, ExecRequest};
-use crate::running::RunningCommands;
 use crate::{archive, container, labels, paths, snapshot};
+use roder_sandbox::RunningCommands;
 
 /// Repository of the images `snapshot` commits.
 pub const SNAPSHOT_REPOSITORY: &str = "roder-snapshot";
@@ -207,7 +207,7 @@ impl RemoteRunnerSession for DockerSession {
                 env.push(format!("{name}={value}"));
             }
         }
-        let registration = self.running.register(&request.command_id)?;
+        let registration = self.running.reserve(&request.command_id)?;
         let docker = self.docker().await?;
         let mut argv = Vec::with_capacity(request.args.len() + 1);
         argv.push(request.program);
