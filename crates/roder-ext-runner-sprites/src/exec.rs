@@ -14,12 +14,11 @@
 //! `LANG`, `TERM`, `env.pass`, `env.set`), then the caller's variables. No
 //! credential variable is ever sent, whoever names it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use roder_api::remote_runner::{RunnerCommandRequest, RunnerCommandResult};
-use tokio::sync::oneshot;
+use roder_sandbox::RunningCommands;
 
 use crate::client::{ExecCall, Repeat, SpritesClient};
 use crate::error::SpritesError;
@@ -37,66 +36,6 @@ pub(crate) const DEFAULT_HOME: &str = "/home/sprite";
 /// What happened to a command whose request was aborted, for stderr. The
 /// kill is the server's doing and is not confirmed back to the client.
 const ABORTED: &str = "the exec request was aborted, and the Sprites server SIGKILLs the command's process group when its request ends";
-
-/// Commands in flight on one session, so `cancel_command` can reach them.
-#[derive(Debug, Default)]
-pub(crate) struct CommandRegistry {
-    inflight: Mutex<HashMap<String, oneshot::Sender<()>>>,
-}
-
-impl CommandRegistry {
-    /// Asks the command with this id to stop; `false` if none is running.
-    pub(crate) fn cancel(&self, id: &str) -> bool {
-        let sender = lock(&self.inflight).remove(id);
-        sender.is_some_and(|tx| tx.send(()).is_ok())
-    }
-
-    /// Stops every command in flight (the session is closing).
-    pub(crate) fn cancel_all(&self) {
-        let senders: Vec<_> = lock(&self.inflight).drain().map(|(_, tx)| tx).collect();
-        for tx in senders {
-            let _ = tx.send(());
-        }
-    }
-
-    fn register(
-        self: &Arc<Self>,
-        id: &str,
-    ) -> anyhow::Result<(Registration, oneshot::Receiver<()>)> {
-        let mut inflight = lock(&self.inflight);
-        if inflight.contains_key(id) {
-            anyhow::bail!("command id \"{id}\" is already running in this session");
-        }
-        let (tx, rx) = oneshot::channel();
-        inflight.insert(id.to_string(), tx);
-        Ok((
-            Registration {
-                registry: Arc::clone(self),
-                id: id.to_string(),
-            },
-            rx,
-        ))
-    }
-}
-
-/// Removes a command from the registry however `run` ends (even if dropped).
-struct Registration {
-    registry: Arc<CommandRegistry>,
-    id: String,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        lock(&self.registry.inflight).remove(&self.id);
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock cannot leave the map inconsistent.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// What the sandbox policy gives every command of a session: computed once
 /// at session start, so Roder's own secrets are never held by the session.
@@ -122,7 +61,7 @@ pub(crate) async fn run(
     name: &str,
     working_dir: &str,
     sandbox: &CommandSandbox,
-    registry: &Arc<CommandRegistry>,
+    registry: &RunningCommands,
     request: RunnerCommandRequest,
 ) -> anyhow::Result<RunnerCommandResult> {
     if request.program.trim().is_empty() {
@@ -141,16 +80,13 @@ pub(crate) async fn run(
         env: environment(sandbox, &request.env),
     };
 
-    let (_registration, cancelled) = registry.register(&request.command_id)?;
+    // Claimed before the request starts, so a cancel racing the start is not
+    // lost; released however `run` ends (even if its future is dropped).
+    let reservation = registry.reserve(&request.command_id)?;
     let mut collector = ExecCollector::with_limit(sandbox.output_limit);
     let stop = {
         let exec = client.exec(name, &call, Repeat::Once, &mut collector);
-        let cancelled = async {
-            // A dropped sender (registry cleared by a newer command) is not a cancel.
-            if cancelled.await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
+        let cancelled = reservation.token().cancelled();
         let deadline = async {
             match request.timeout_ms {
                 Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
@@ -265,25 +201,5 @@ mod tests {
         );
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, vec!["HOME", "OK", "PATH"]);
-    }
-
-    #[test]
-    fn registry_cancels_by_id_and_rejects_duplicates() {
-        let registry = Arc::new(CommandRegistry::default());
-        let (guard, mut rx) = registry.register("a").unwrap();
-        assert!(registry.register("a").is_err());
-        assert!(!registry.cancel("b"));
-        assert!(registry.cancel("a"));
-        assert!(rx.try_recv().is_ok());
-        drop(guard);
-        let (_guard, _rx) = registry.register("a").unwrap();
-    }
-
-    #[test]
-    fn registration_ends_when_dropped() {
-        let registry = Arc::new(CommandRegistry::default());
-        let (guard, _rx) = registry.register("a").unwrap();
-        drop(guard);
-        assert!(!registry.cancel("a"));
     }
 }

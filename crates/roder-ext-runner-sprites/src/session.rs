@@ -6,7 +6,7 @@
 //! wake on the next API call, which is why the session is not `pausable`:
 //! there is nothing for `pause` to do that the platform does not do already.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use roder_api::remote_runner::{
     RemoteRunnerSession, RunnerCommandId, RunnerCommandRequest, RunnerCommandResult,
@@ -18,7 +18,9 @@ use serde_json::json;
 use crate::PROVIDER_ID;
 use crate::client::SpritesClient;
 use crate::config::{Cleanup, PersistedSession};
-use crate::exec::{self, CommandRegistry, CommandSandbox};
+use roder_sandbox::RunningCommands;
+
+use crate::exec::{self, CommandSandbox};
 use crate::paths::resolve;
 
 /// Where the handle stands; remote state is the sprite's own business.
@@ -38,7 +40,7 @@ pub(crate) struct SpritesSession {
     sandbox: CommandSandbox,
     destination_id: String,
     snapshot: Mutex<Option<RunnerSnapshotRef>>,
-    commands: Arc<CommandRegistry>,
+    commands: RunningCommands,
     lifecycle: Mutex<Lifecycle>,
 }
 
@@ -56,7 +58,7 @@ impl SpritesSession {
             sandbox,
             destination_id,
             snapshot: Mutex::new(snapshot),
-            commands: Arc::new(CommandRegistry::default()),
+            commands: RunningCommands::default(),
             lifecycle: Mutex::new(Lifecycle::Open),
         }
     }
