@@ -52,6 +52,8 @@ pub use provider::{GitWorktreeRunnerProvider, PROVIDER_ID};
 pub use session::GitWorktreeSession;
 
 #[cfg(test)]
+mod confinement_tests;
+#[cfg(test)]
 mod materializer_tests;
 #[cfg(test)]
 mod session_tests;
