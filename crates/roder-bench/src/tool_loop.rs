@@ -2,12 +2,20 @@
 //! (local workspace, JSONL store, every event persisted) against N direct
 //! spawns of the same command (`sh -c true`). The difference per call is the
 //! harness overhead.
+//!
+//! `confinement_overhead_ms`: the same turn with the default sandbox policy
+//! (Landlock, network off: every command goes through a confined spawner
+//! thread) minus the same turn with `mode = "none"` (environment filtered,
+//! no confinement), per call, in the same run; its context gives the ratio
+//! of that added cost to one unconfined raw spawn, and bubblewrap's cost per
+//! call when `bwrap` is installed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roder_api::events::RoderEvent;
 use roder_api::extension::ExtensionRegistryBuilder;
+use roder_api::sandbox_policy::{HostMechanism, SandboxMode, SandboxPolicy};
 use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
 use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
@@ -19,22 +27,52 @@ const CALLS: usize = 200;
 const REPEATS: usize = 5;
 
 pub async fn run() -> anyhow::Result<()> {
+    let confined_policy = SandboxPolicy::default();
+    let unconfined_policy = SandboxPolicy {
+        mode: SandboxMode::None,
+        ..SandboxPolicy::default()
+    };
+    let bubblewrap_policy = SandboxPolicy {
+        mechanism: HostMechanism::Bubblewrap,
+        ..SandboxPolicy::default()
+    };
+    let with_bwrap = bwrap_installed();
     let mut raw = Vec::new();
     let mut harness = Vec::new();
-    // Interleave the two so drift on a shared machine hits both alike.
+    let mut unconfined = Vec::new();
+    let mut bubblewrap = Vec::new();
+    // Interleave them so drift on a shared machine hits all alike.
     for _ in 0..REPEATS {
         raw.push(raw_spawns(CALLS).await?.as_secs_f64());
-        harness.push(through_runtime(CALLS).await?.as_secs_f64());
+        harness.push(
+            through_runtime(CALLS, &confined_policy)
+                .await?
+                .as_secs_f64(),
+        );
+        unconfined.push(
+            through_runtime(CALLS, &unconfined_policy)
+                .await?
+                .as_secs_f64(),
+        );
+        if with_bwrap {
+            bubblewrap.push(
+                through_runtime(CALLS, &bubblewrap_policy)
+                    .await?
+                    .as_secs_f64(),
+            );
+        }
     }
+    let per_call_ms = |seconds: f64| seconds * 1000.0 / CALLS as f64;
     let raw = median(&mut raw);
     let harness = median(&mut harness);
+    let unconfined = median(&mut unconfined);
     let context = json!({ "calls": CALLS, "repeats": REPEATS, "command": "sh -c true",
-        "raw_ms_per_call": raw * 1000.0 / CALLS as f64,
-        "runtime_ms_per_call": harness * 1000.0 / CALLS as f64 });
+        "raw_ms_per_call": per_call_ms(raw),
+        "runtime_ms_per_call": per_call_ms(harness) });
     print(
         "tool-loop",
         "overhead_per_call_ms",
-        (harness - raw) * 1000.0 / CALLS as f64,
+        per_call_ms(harness - raw),
         "ms",
         context.clone(),
     );
@@ -45,7 +83,38 @@ pub async fn run() -> anyhow::Result<()> {
         "ratio",
         context,
     );
+    let overhead = per_call_ms(harness - unconfined);
+    let bubblewrap_ms = (!bubblewrap.is_empty()).then(|| per_call_ms(median(&mut bubblewrap)));
+    print(
+        "tool-loop",
+        "confinement_overhead_ms",
+        overhead,
+        "ms",
+        json!({ "calls": CALLS, "repeats": REPEATS, "command": "true",
+            "confined": "landlock, network off (the default policy)",
+            "confined_ms_per_call": per_call_ms(harness),
+            "unconfined_ms_per_call": per_call_ms(unconfined),
+            "raw_unconfined_spawn_ms": per_call_ms(raw),
+            "ratio_to_unconfined_spawn": overhead / per_call_ms(raw),
+            "bubblewrap_ms_per_call": bubblewrap_ms,
+            "bubblewrap_overhead_ms": bubblewrap_ms.map(|ms| ms - per_call_ms(unconfined)) }),
+    );
+    print(
+        "tool-loop",
+        "confinement_ratio_to_unconfined_spawn",
+        overhead / per_call_ms(raw),
+        "ratio",
+        json!({ "calls": CALLS, "repeats": REPEATS,
+            "confinement_overhead_ms": overhead,
+            "raw_unconfined_spawn_ms": per_call_ms(raw) }),
+    );
     Ok(())
+}
+
+/// Whether `bwrap` is on PATH (the bubblewrap figure is left out if not).
+fn bwrap_installed() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("bwrap").is_file()))
 }
 
 async fn raw_spawns(calls: usize) -> anyhow::Result<Duration> {
@@ -62,7 +131,7 @@ async fn raw_spawns(calls: usize) -> anyhow::Result<Duration> {
     Ok(started.elapsed())
 }
 
-async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
+async fn through_runtime(calls: usize, sandbox: &SandboxPolicy) -> anyhow::Result<Duration> {
     let workspace = tempfile::tempdir()?;
     let store = tempfile::tempdir()?;
     let mut rounds: Vec<ScriptedRound> = (0..calls)
@@ -84,6 +153,7 @@ async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
         builder.build()?,
         RuntimeConfig {
             workspace: Some(workspace.path().display().to_string()),
+            sandbox: sandbox.clone(),
             ..RuntimeConfig::default()
         },
     )?);

@@ -19,7 +19,7 @@ mod spawn;
 mod warden;
 
 pub use confine::Confinement;
-pub use confine::protections::host_protections;
+pub use confine::protections::{HostProtections, host_protections};
 pub use registry::{AlreadyRunning, Reservation, RunningCommands};
 pub use run::{CommandSpec, DRAIN_GRACE, Ending, Finished, OutputMode, Stream, run};
 pub use spawn::{Supervised, spawn};

@@ -24,6 +24,32 @@ pub fn host_protections(policy: &SandboxPolicy) -> Vec<Protection> {
     )
 }
 
+/// [`host_protections`] as a runtime's protection report, under the name
+/// of a host backend (`"local"`, `"unix-local"`, `"git-worktree"`: they
+/// share the mechanism).
+#[derive(Debug, Clone)]
+pub struct HostProtections {
+    backend: String,
+}
+
+impl HostProtections {
+    pub fn new(backend: impl Into<String>) -> Self {
+        Self {
+            backend: backend.into(),
+        }
+    }
+}
+
+impl roder_api::sandbox_policy::ProtectionReport for HostProtections {
+    fn backend(&self) -> String {
+        self.backend.clone()
+    }
+
+    fn protections(&self, policy: &SandboxPolicy) -> Vec<Protection> {
+        host_protections(policy)
+    }
+}
+
 fn protections_for(policy: &SandboxPolicy, abi: i32, has_bwrap: bool) -> Vec<Protection> {
     let environment = protection(
         "environment",
