@@ -31,6 +31,14 @@ pub struct OpenAiConfig {
     pub connect_timeout: Duration,
     /// A stream that sends nothing for this long counts as dropped.
     pub idle_timeout: Duration,
+    /// The context window (in tokens) of this provider's models, reported
+    /// by `list_models` as `ModelDescriptor::context_window` for every model
+    /// (the runtime derives its compaction threshold from it). Set it for
+    /// servers whose model list says nothing (OpenAI's does not; vLLM and
+    /// OpenRouter report `context_length`, which this overrides). `None`:
+    /// only what the server reports. The `context_window` key of a
+    /// provider's section in `config.toml` is meant to land here.
+    pub context_window: Option<u64>,
 }
 
 impl OpenAiConfig {
@@ -44,6 +52,7 @@ impl OpenAiConfig {
             extra_body: Map::new(),
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            context_window: None,
         }
     }
 
@@ -59,6 +68,11 @@ impl OpenAiConfig {
 
     pub fn with_api_key(mut self, api_key: ApiKeySource) -> Self {
         self.api_key = api_key;
+        self
+    }
+
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
         self
     }
 

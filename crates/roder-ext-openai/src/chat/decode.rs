@@ -22,9 +22,7 @@ use roder_api::inference::{
     CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
-use roder_ext_inference_http::{
-    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
-};
+use roder_ext_inference_http::{DecodeError, Decoder, Event, FailureReport, Progress, snippet};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -284,8 +282,9 @@ impl ChatDecoder {
 }
 
 /// An in-stream `error` object. OpenRouter puts the upstream HTTP status in
-/// `code`, OpenAI a word; [`classify`] decides whether it is worth another
-/// attempt.
+/// `code`, OpenAI a word; a context overflow ends the request, otherwise
+/// [`roder_ext_inference_http::classify`] decides whether it is worth
+/// another attempt.
 fn reported(error: &Value) -> DecodeError {
     let message = error
         .get("message")
@@ -294,7 +293,7 @@ fn reported(error: &Value) -> DecodeError {
         .unwrap_or("unknown error")
         .to_string();
     let code = error.get("code");
-    let retry = classify(FailureReport {
+    let report = FailureReport {
         status: code
             .and_then(Value::as_u64)
             .and_then(|status| u16::try_from(status).ok()),
@@ -302,8 +301,9 @@ fn reported(error: &Value) -> DecodeError {
         code: code.and_then(Value::as_str),
         message: &message,
         should_retry: None,
-    });
-    DecodeError::Reported { message, retry }
+    };
+    // A context overflow ends the request for the runtime to compact.
+    roder_ext_inference_http::reported(report, message.clone())
 }
 
 #[cfg(test)]

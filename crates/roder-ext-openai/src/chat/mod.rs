@@ -69,7 +69,7 @@ impl InferenceEngine for OpenAiChatEngine {
             ctx.reliability,
             ctx.cancellation.clone(),
         )?;
-        let driver = Driver::open(exchange, decode::ChatDecoder::default()).await?;
-        Ok(driver.into_stream())
+        // `start` returns a context overflow as `ContextOverflow`.
+        Driver::start(exchange, decode::ChatDecoder::default()).await
     }
 }

@@ -16,6 +16,13 @@
 //! item, a stream with deltas left out) is sent then as one more delta, and
 //! nothing is sent twice.
 //!
+//! A finished reasoning item (`output_item.done` with type `reasoning`, or
+//! one only in `response.completed`'s output) is sent once as a
+//! `ReasoningItem`, after its summary deltas: its summary as text and, as
+//! `provider_data`, the item as the API takes it back
+//! (`{"type": "reasoning", "id", "summary", "encrypted_content"}`), so the
+//! next request (`request.rs`) can carry the model's reasoning forward.
+//!
 //! Stop reasons use the Chat Completions words, so both engines report
 //! alike: `tool_calls` when calls were made, else `stop`; `refusal` when
 //! the model refused; an incomplete response reports its reason
@@ -27,14 +34,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use roder_api::inference::{
-    CompletionMetadata, InferenceEvent, MessageDelta, MessagePhase, ReasoningDelta, TokenUsage,
-    ToolCallArgumentsDelta, ToolCallCompleted,
+    CompletionMetadata, InferenceEvent, MessageDelta, MessagePhase, ReasoningDelta, ReasoningItem,
+    TokenUsage, ToolCallArgumentsDelta, ToolCallCompleted,
 };
-use roder_ext_inference_http::{
-    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
-};
+use roder_ext_inference_http::{DecodeError, Decoder, Event, FailureReport, Progress, snippet};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ResponsesDecoder {
@@ -51,6 +56,8 @@ pub(crate) struct ResponsesDecoder {
     phases: HashMap<String, MessagePhase>,
     /// Text sent so far per (item key, content index).
     sent: HashMap<(String, u64), String>,
+    /// Keys of reasoning items already sent as `ReasoningItem`.
+    reasoning_sent: HashSet<String>,
     /// Refusal text was sent.
     refused: bool,
     /// Reasoning text was sent.
@@ -165,6 +172,13 @@ enum Item {
         phase: Option<String>,
         #[serde(default)]
         content: Vec<ContentPart>,
+    },
+    #[serde(rename = "reasoning")]
+    Reasoning {
+        id: Option<String>,
+        #[serde(default)]
+        summary: Vec<Value>,
+        encrypted_content: Option<String>,
     },
     #[serde(other)]
     Other,
@@ -430,7 +444,7 @@ impl ResponsesDecoder {
                     self.phases.insert(key, phase);
                 }
             }
-            Item::Other => {}
+            Item::Reasoning { .. } | Item::Other => {}
         }
     }
 
@@ -467,8 +481,49 @@ impl ResponsesDecoder {
                 let key = self.item_key(id.as_deref(), output_index);
                 self.message_done(key, phase.as_deref(), content, out);
             }
+            Item::Reasoning {
+                id,
+                summary,
+                encrypted_content,
+            } => {
+                let key = self.item_key(id.as_deref(), output_index);
+                self.reasoning_done(key, id, summary, encrypted_content, out);
+            }
             Item::Other => {}
         }
+    }
+
+    /// A finished reasoning item, sent once with what the API needs back.
+    fn reasoning_done(
+        &mut self,
+        key: String,
+        id: Option<String>,
+        summary: Vec<Value>,
+        encrypted_content: Option<String>,
+        out: &mut VecDeque<InferenceEvent>,
+    ) {
+        if !key.is_empty() && !self.reasoning_sent.insert(key) {
+            return;
+        }
+        let text = summary
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .filter(|text| !text.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut item = Map::new();
+        item.insert("type".into(), json!("reasoning"));
+        if let Some(id) = id {
+            item.insert("id".into(), json!(id));
+        }
+        item.insert("summary".into(), Value::Array(summary));
+        if let Some(encrypted) = encrypted_content {
+            item.insert("encrypted_content".into(), json!(encrypted));
+        }
+        out.push_back(InferenceEvent::ReasoningItem(ReasoningItem {
+            text,
+            provider_data: Value::Object(item),
+        }));
     }
 
     /// A finished message: sends what its parts hold beyond what streamed.
@@ -598,6 +653,17 @@ impl ResponsesDecoder {
                     };
                     self.message_done(key, phase.as_deref(), content, out);
                 }
+                Item::Reasoning {
+                    id,
+                    summary,
+                    encrypted_content,
+                } => {
+                    let key = match id.as_deref().and_then(|id| self.keys.get(id)) {
+                        Some(key) => key.clone(),
+                        None => format!("#{index}"),
+                    };
+                    self.reasoning_done(key, id, summary, encrypted_content, out);
+                }
                 Item::Other => {}
             }
         }
@@ -634,21 +700,23 @@ impl ResponsesDecoder {
     }
 }
 
-/// A `response.failed` or `error` event; [`classify`] decides whether it
-/// is worth another attempt (`insufficient_quota` is not, a rate limit is,
+/// A `response.failed` or `error` event: a context overflow
+/// (`context_length_exceeded`) ends the request for the runtime to compact;
+/// otherwise [`roder_ext_inference_http::classify`] decides whether it is
+/// worth another attempt (`insufficient_quota` is not, a rate limit is,
 /// a rate limit the request exceeds outright gets one more try).
 fn reported(error: ErrorBody) -> DecodeError {
     let code = match &error.code {
         Some(Value::String(code)) => Some(code.clone()),
         _ => None,
     };
-    let message = match (&code, error.message) {
+    let message = match (&code, error.message.clone()) {
         (Some(code), Some(message)) => format!("{message} ({code})"),
         (None, Some(message)) => message,
         (Some(code), None) => code.clone(),
         (None, None) => "the response failed without an error message".to_string(),
     };
-    let retry = classify(FailureReport {
+    let report = FailureReport {
         status: error
             .code
             .as_ref()
@@ -656,10 +724,10 @@ fn reported(error: ErrorBody) -> DecodeError {
             .and_then(|status| u16::try_from(status).ok()),
         kind: error.kind.as_deref(),
         code: code.as_deref(),
-        message: &message,
+        message: error.message.as_deref().unwrap_or(&message),
         should_retry: None,
-    });
-    DecodeError::Reported { message, retry }
+    };
+    roder_ext_inference_http::reported(report, message.clone())
 }
 
 #[cfg(test)]
@@ -913,6 +981,61 @@ mod tests {
         assert_eq!(stop_reason(&events).as_deref(), Some("max_output_tokens"));
     }
 
+    fn reasoning_items(events: &[InferenceEvent]) -> Vec<ReasoningItem> {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                InferenceEvent::ReasoningItem(item) => Some(item.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finished_reasoning_items_are_sent_once_with_their_encrypted_content() {
+        let stream = ResponsesStream::new("r")
+            .reasoning_item(&[&["Plan"], &["Act"]], Some("gAAAA-enc=="))
+            .function_call("call_1", "shell", &["{}"])
+            .completed();
+        let body = stream.body();
+        for cut in 0..=body.len() {
+            let (events, end) = decode_at(&body, cut);
+            assert_eq!(end, Ok(()));
+            let items = reasoning_items(&events);
+            assert_eq!(
+                items,
+                vec![ReasoningItem {
+                    text: "Plan\n\nAct".into(),
+                    provider_data: json!({"type": "reasoning", "id": "rs_0",
+                        "summary": [{"type": "summary_text", "text": "Plan"},
+                                    {"type": "summary_text", "text": "Act"}],
+                        "encrypted_content": "gAAAA-enc=="}),
+                }],
+                "cut at {cut}"
+            );
+            // After its deltas, before the call.
+            let at = |wanted: fn(&InferenceEvent) -> bool| events.iter().position(wanted);
+            assert!(
+                at(|e| matches!(e, InferenceEvent::ReasoningDelta(_)))
+                    < at(|e| matches!(e, InferenceEvent::ReasoningItem(_)))
+            );
+        }
+        // An item only in `response.completed`'s output is sent too.
+        let stream = ResponsesStream::new("r")
+            .raw(
+                "response.completed",
+                json!({"response": {"id": "r", "status": "completed", "output": [
+                    {"type": "reasoning", "id": "rs_9", "summary": [],
+                     "encrypted_content": "e"}]}}),
+            )
+            .unfinished();
+        let (events, _) = decode_at(&stream.body(), 0);
+        let items = reasoning_items(&events);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].provider_data["encrypted_content"], json!("e"));
+        assert_eq!(items[0].text, "");
+    }
+
     #[test]
     fn summaries_of_separate_reasoning_items_are_separate_paragraphs() {
         let stream = ResponsesStream::new("r")
@@ -1010,5 +1133,16 @@ mod tests {
         let cut = ResponsesStream::new("r").message(&["x"]).unfinished();
         let (_, end) = decode_at(&cut.body(), 0);
         assert_eq!(end, Err(DecodeError::Truncated));
+        let overflow = ResponsesStream::new("r").failed(
+            "context_length_exceeded",
+            "Your input exceeds the context window of this model.",
+        );
+        let (_, end) = decode_at(&overflow.body(), 0);
+        assert_eq!(
+            end,
+            Err(DecodeError::ContextOverflow {
+                message: "Your input exceeds the context window of this model.".into(),
+            })
+        );
     }
 }

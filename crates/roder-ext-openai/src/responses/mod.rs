@@ -69,7 +69,7 @@ impl InferenceEngine for OpenAiResponsesEngine {
             ctx.reliability,
             ctx.cancellation.clone(),
         )?;
-        let driver = Driver::open(exchange, decode::ResponsesDecoder::default()).await?;
-        Ok(driver.into_stream())
+        // `start` returns a context overflow as `ContextOverflow`.
+        Driver::start(exchange, decode::ResponsesDecoder::default()).await
     }
 }

@@ -136,6 +136,29 @@ pub async fn ask(
     .map_err(|_| anyhow::anyhow!("the model request did not finish in time"))?
 }
 
+/// A response's reasoning as the runtime records it: one item per
+/// finished reasoning item (with its provider data), else the streamed
+/// text as one item without data.
+pub fn reasoning_transcript(response: &CollectedResponse) -> Vec<TranscriptItem> {
+    if !response.reasoning_items.is_empty() {
+        return response
+            .reasoning_items
+            .iter()
+            .map(|item| TranscriptItem::Reasoning {
+                text: item.text.clone(),
+                provider_data: Some(item.provider_data.clone()),
+            })
+            .collect();
+    }
+    if response.reasoning.is_empty() {
+        return Vec::new();
+    }
+    vec![TranscriptItem::Reasoning {
+        text: response.reasoning.clone(),
+        provider_data: None,
+    }]
+}
+
 /// A turn driven like the runtime's agent loop.
 #[derive(Debug, Default)]
 pub struct Turn {
@@ -145,6 +168,8 @@ pub struct Turn {
     pub usage: TokenUsage,
     pub rounds: usize,
     pub final_text: Option<String>,
+    /// Overrides `request`'s model (a reasoning model, say).
+    pub model: Option<String>,
 }
 
 impl Turn {
@@ -164,14 +189,13 @@ impl Turn {
     ) -> anyhow::Result<()> {
         loop {
             self.rounds += 1;
-            let response = ask(engine, reliability, request(self.transcript.clone())).await?;
-            self.usage.add(&response.usage);
-            if !response.reasoning.is_empty() {
-                self.transcript.push(TranscriptItem::Reasoning {
-                    text: response.reasoning.clone(),
-                    provider_data: None,
-                });
+            let mut request = request(self.transcript.clone());
+            if let Some(model) = &self.model {
+                request.model = model.clone();
             }
+            let response = ask(engine, reliability, request).await?;
+            self.usage.add(&response.usage);
+            self.transcript.extend(reasoning_transcript(&response));
             if !response.text.is_empty() {
                 self.transcript.push(TranscriptItem::AssistantMessage {
                     text: response.text.clone(),
