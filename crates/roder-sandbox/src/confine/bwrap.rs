@@ -125,7 +125,7 @@ mod tests {
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(ws.join(".git")).unwrap();
         std::fs::write(ws.join(".git/config"), "").unwrap();
-        let args = text(&args(&[ws.clone()], NetworkAccess::Off, &ws));
+        let args = text(&args(std::slice::from_ref(&ws), NetworkAccess::Off, &ws));
         let ws = ws.display();
         let bind = format!("--bind {ws} {ws}");
         let hooks = format!("--ro-bind {ws}/.git/hooks {ws}/.git/hooks");

@@ -128,8 +128,10 @@ async fn a_configured_writable_root_is_writable() {
     let (dir, ws) = workspace();
     let extra = dir.path().join("cache");
     std::fs::create_dir(&extra).unwrap();
-    let mut policy = SandboxPolicy::default();
-    policy.writable_roots = vec![extra.clone(), dir.path().join("missing")];
+    let policy = SandboxPolicy {
+        writable_roots: vec![extra.clone(), dir.path().join("missing")],
+        ..SandboxPolicy::default()
+    };
     let confinement = Confinement::new(policy, ws);
     let (code, output) = confined(
         &format!("touch {}/ok && touch ../other", extra.display()),
