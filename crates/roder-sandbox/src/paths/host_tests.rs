@@ -183,3 +183,42 @@ fn check_real_follows_links_for_reads_and_writes() {
     assert!(check("meta/config", Access::Read).is_ok());
     assert!(check("new/file", Access::Write).is_ok());
 }
+
+#[test]
+fn a_root_reached_through_a_symlink_answers_to_both_spellings() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("real/sub")).unwrap();
+    symlink(dir.path().join("real"), dir.path().join("alias")).unwrap();
+    let root = open(&dir.path().join("alias"));
+    let canonical = std::fs::canonicalize(dir.path().join("real")).unwrap();
+    assert_eq!(root.canonical(), canonical);
+    assert_eq!(root.given(), dir.path().join("alias"));
+    let expected = canonical.join("sub/f");
+    for base in [root.given().to_path_buf(), canonical.clone()] {
+        assert_eq!(root.resolve(&base, Path::new("sub/f")).unwrap(), expected);
+        assert_eq!(
+            root.resolve(&base, &dir.path().join("alias/sub/f"))
+                .unwrap(),
+            expected
+        );
+        assert_eq!(
+            root.resolve(&base, &canonical.join("sub/f")).unwrap(),
+            expected
+        );
+        assert!(root.resolve(&base, Path::new("../x")).is_err());
+        let error = root
+            .resolve(&base, &dir.path().join("elsewhere"))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("outside the runner root"),
+            "{error}"
+        );
+    }
+    // A working directory inside the canonical spelling stops at the root.
+    let sub = canonical.join("sub");
+    assert_eq!(
+        root.resolve(&sub, Path::new("../g")).unwrap(),
+        canonical.join("g")
+    );
+    assert!(root.resolve(&sub, Path::new("../../real/g")).is_err());
+}
