@@ -115,6 +115,9 @@ impl Progress {
                 if let Some(line) = stop_note(done.stop_reason.as_ref()) {
                     self.note(&line);
                 }
+                if let Some(line) = usage_note(&done.usage, &done.thread_usage) {
+                    self.note(&line);
+                }
                 let answer = done
                     .final_message
                     .clone()
@@ -128,6 +131,30 @@ impl Progress {
         }
         None
     }
+}
+
+/// The turn's tokens (and the thread's, when it had earlier turns), when
+/// the engine reported any.
+fn usage_note(
+    turn: &roder_api::inference::TokenUsage,
+    thread: &roder_api::inference::TokenUsage,
+) -> Option<String> {
+    let total = |usage: &roder_api::inference::TokenUsage| usage.input_tokens + usage.output_tokens;
+    if total(turn) == 0 {
+        return None;
+    }
+    let mut line = format!(
+        "tokens: {} ({} in, {} cached, {} out, {} reasoning)",
+        total(turn),
+        turn.input_tokens,
+        turn.cached_input_tokens,
+        turn.output_tokens,
+        turn.reasoning_tokens
+    );
+    if total(thread) > total(turn) {
+        line.push_str(&format!("; thread total {}", total(thread)));
+    }
+    Some(line)
 }
 
 /// A line naming why the model stopped, when that is news: a plain end of
@@ -164,6 +191,28 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_lines_show_the_turn_and_a_longer_threads_total() {
+        let turn = roder_api::inference::TokenUsage {
+            input_tokens: 100,
+            output_tokens: 20,
+            cached_input_tokens: 80,
+            reasoning_tokens: 5,
+        };
+        assert_eq!(
+            usage_note(&turn, &turn).as_deref(),
+            Some("tokens: 120 (100 in, 80 cached, 20 out, 5 reasoning)")
+        );
+        let mut thread = turn.clone();
+        thread.add(&turn);
+        assert!(
+            usage_note(&turn, &thread)
+                .unwrap_or_default()
+                .ends_with("; thread total 240")
+        );
+        assert_eq!(usage_note(&Default::default(), &thread), None);
+    }
 
     #[test]
     fn summaries_name_the_telling_argument() {

@@ -27,12 +27,16 @@ where
     }
 }
 
-/// Installs a report for each backend the CLI wires: docker, sprites.
+/// Installs a report for each backend the CLI wires: host commands (local
+/// workspaces, unix-local and git-worktree runners), docker, sprites.
 pub fn install(
     builder: &mut ExtensionRegistryBuilder,
     docker: &Arc<DockerRunnerProvider>,
     sprites: &Arc<SpritesRunnerProvider>,
 ) {
+    builder.protection_report(Arc::new(roder_sandbox::HostProtections::new(
+        "host (local workspace, unix-local, git-worktree)",
+    )));
     let docker = docker.clone();
     builder.protection_report(Arc::new(Report {
         backend: "docker",
