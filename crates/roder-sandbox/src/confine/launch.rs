@@ -55,7 +55,7 @@ pub(crate) async fn spawn(
         for _ in 0..2 {
             let spawner = spawner_for(&key).await?;
             let (reply, answer) = tokio::sync::oneshot::channel();
-            let job = job(spec, confinement, &spawner, stdio, reply);
+            let job = job(spec, confinement, &spawner, stdio, reply)?;
             if !spawner.send(job) {
                 retire(&key, &spawner);
                 return Err(refusal("the sandbox's spawner thread is gone"));
@@ -86,7 +86,7 @@ fn job(
     spawner: &Arc<Spawner>,
     (stdout, stderr): (Stdio, Stdio),
     reply: tokio::sync::oneshot::Sender<Attempt>,
-) -> Job {
+) -> io::Result<Job> {
     let env = confinement.command_env(&spec.env, &spec.env_remove, Some(&spawner.tmpdir));
     // Where the command's `bwrap` is looked up: its own PATH.
     let search_path = env
@@ -101,8 +101,8 @@ fn job(
     let spawner = Arc::clone(spawner);
     // The caller's runtime: the child's reaping belongs to it, whichever
     // runtime started the spawner.
-    let runtime = tokio::runtime::Handle::current();
-    Box::new(move || {
+    let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    Ok(Box::new(move || {
         if !spawner.is_current() {
             let _ = reply.send(Attempt::Stale(stdout, stderr));
             return;
@@ -133,7 +133,7 @@ fn job(
         // Our copies of the pipes' write ends go now (see `spawn`).
         drop(command);
         let _ = reply.send(Attempt::Spawned(child));
-    })
+    }))
 }
 
 /// A missing `bwrap` is named as such, with the package to install. Runs on
