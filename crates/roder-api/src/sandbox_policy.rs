@@ -63,14 +63,16 @@ pub enum SandboxMode {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HostMechanism {
-    /// Landlock, applied to each command as it starts (no privileges, well
-    /// under a millisecond): filesystem writes outside the writable roots
-    /// and, when the network is off, TCP connect and bind are refused.
+    /// Landlock (no privileges, set up once per workspace, well under a
+    /// millisecond per command): filesystem writes outside the writable
+    /// roots and, when the network is off, TCP connect and bind are refused.
     #[default]
     Landlock,
-    /// Landlock inside bubblewrap namespaces (a few milliseconds per
-    /// command): also no network of any kind, its own process tree, and
-    /// `.git/hooks` and `.git/config` mounted read-only.
+    /// Bubblewrap namespaces (a few milliseconds per command): a read-only
+    /// mount of everything but the writable roots, no network of any kind,
+    /// its own process tree, and `.git/hooks` and `.git/config` mounted
+    /// read-only. (Not combined with Landlock, which forbids the mount
+    /// changes bubblewrap makes.)
     Bubblewrap,
 }
 
