@@ -40,6 +40,14 @@ pub struct AnthropicConfig {
     /// A stream that sends nothing for this long counts as dropped. The API
     /// sends `ping` events while a long answer is produced.
     pub idle_timeout: Duration,
+    /// The context window (in tokens) `list_models` reports for every model
+    /// (the runtime derives its compaction threshold from it). `None`: the
+    /// 200,000 tokens of every current Claude model (`claude-` ids other
+    /// than the 100k `claude-2` and `claude-instant`), unknown for other
+    /// ids. Set it when a beta header (1M context) or a proxy changes the
+    /// window. The `context_window` key of a provider's section in
+    /// `config.toml` is meant to land here.
+    pub context_window: Option<u64>,
 }
 
 impl AnthropicConfig {
@@ -57,6 +65,7 @@ impl AnthropicConfig {
             extra_body: Map::new(),
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            context_window: None,
         }
     }
 
@@ -73,6 +82,23 @@ impl AnthropicConfig {
     pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.extra_headers.push((name.into(), value.into()));
         self
+    }
+
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
+    }
+
+    /// The context window of `model`: [`AnthropicConfig::context_window`]
+    /// when set, else 200,000 for current Claude models, else unknown.
+    pub fn context_window_of(&self, model: &str) -> Option<u64> {
+        if self.context_window.is_some() {
+            return self.context_window;
+        }
+        let current_claude = model.starts_with("claude-")
+            && !model.starts_with("claude-2")
+            && !model.starts_with("claude-instant");
+        current_claude.then_some(200_000)
     }
 
     /// The thinking budget for `effort`, or `None` when `max_tokens` leaves
@@ -152,6 +178,24 @@ mod tests {
         );
         let config = config.with_base_url("http://127.0.0.1:9/v1/");
         assert_eq!(config.url("/models"), "http://127.0.0.1:9/v1/models");
+    }
+
+    #[test]
+    fn context_windows_come_from_the_config_or_the_model_family() {
+        let config = AnthropicConfig::anthropic();
+        assert_eq!(config.context_window_of("claude-sonnet-4-5"), Some(200_000));
+        assert_eq!(
+            config.context_window_of("claude-3-5-haiku-latest"),
+            Some(200_000)
+        );
+        assert_eq!(config.context_window_of("claude-2.1"), None);
+        assert_eq!(config.context_window_of("my-proxy-model"), None);
+        let config = config.with_context_window(1_000_000);
+        assert_eq!(
+            config.context_window_of("claude-sonnet-4-5"),
+            Some(1_000_000)
+        );
+        assert_eq!(config.context_window_of("my-proxy-model"), Some(1_000_000));
     }
 
     #[test]

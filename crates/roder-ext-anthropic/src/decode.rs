@@ -14,34 +14,35 @@
 //! never completed (its argument deltas were sent; the runtime reports the
 //! call as truncated); otherwise it is completed as sent and the runtime
 //! answers the malformed input. A tool use still open at `message_stop` is
-//! completed only if its input is whole JSON. A refusal that streamed no text of its own sends the
-//! API's `stop_details.explanation` as its text.
+//! completed only if its input is whole JSON. A refusal that streamed no
+//! text of its own sends the API's `stop_details.explanation` as its text.
+//!
+//! A thinking or redacted thinking block, at its `content_block_stop`, is
+//! sent as a `ReasoningItem` whose `provider_data` is the block as the API
+//! wants it back (`{"type": "thinking", "thinking", "signature"}` or
+//! `{"type": "redacted_thinking", "data"}`): the runtime persists it with
+//! the transcript and `request.rs` sends it back. An `error` event saying
+//! the prompt is too long is a context overflow, not a failure to retry.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use roder_api::inference::{
-    CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, TokenUsage,
+    CompletionMetadata, InferenceEvent, MessageDelta, ReasoningDelta, ReasoningItem, TokenUsage,
     ToolCallArgumentsDelta, ToolCallCompleted,
 };
-use roder_ext_inference_http::{
-    DecodeError, Decoder, Event, FailureReport, Progress, classify, snippet,
-};
+use roder_ext_inference_http::{DecodeError, Decoder, Event, FailureReport, Progress, snippet};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::thinking::ThinkingCache;
-
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MessagesDecoder {
-    thinking: ThinkingCache,
     message_id: Option<String>,
     blocks: BTreeMap<u64, Block>,
     stop_reason: Option<String>,
     usage: Usage,
-    /// Exactly the reasoning text streamed, the key of the signed blocks.
-    reasoning: String,
-    /// Finished thinking blocks, as the API wants them back.
-    signed: Vec<Value>,
+    /// Reasoning text was streamed (the next thinking block starts a new
+    /// paragraph).
+    reasoned: bool,
     /// Tool uses whose input did not parse when their block stopped.
     unparsed: Vec<ToolCallCompleted>,
     /// Message text was sent.
@@ -215,15 +216,6 @@ struct ErrorBody {
     message: Option<String>,
 }
 
-impl MessagesDecoder {
-    pub fn new(thinking: ThinkingCache) -> Self {
-        Self {
-            thinking,
-            ..Self::default()
-        }
-    }
-}
-
 impl Decoder for MessagesDecoder {
     fn on_event(
         &mut self,
@@ -307,7 +299,7 @@ impl MessagesDecoder {
                 signature,
             } => {
                 // Separate the text of consecutive thinking blocks.
-                if !self.reasoning.is_empty() {
+                if self.reasoned {
                     self.reason("\n\n".to_string(), out);
                 }
                 if !thinking.is_empty() {
@@ -325,7 +317,7 @@ impl MessagesDecoder {
     }
 
     fn reason(&mut self, text: String, out: &mut VecDeque<InferenceEvent>) {
-        self.reasoning.push_str(&text);
+        self.reasoned = true;
         out.push_back(InferenceEvent::ReasoningDelta(ReasoningDelta { text }));
     }
 
@@ -390,12 +382,18 @@ impl MessagesDecoder {
                 }
             }
             Some(Block::Thinking { text, signature }) => {
-                self.signed
-                    .push(json!({"type": "thinking", "thinking": text, "signature": signature}));
+                let provider_data =
+                    json!({"type": "thinking", "thinking": text, "signature": signature});
+                out.push_back(InferenceEvent::ReasoningItem(ReasoningItem {
+                    text,
+                    provider_data,
+                }));
             }
             Some(Block::RedactedThinking { data }) => {
-                self.signed
-                    .push(json!({"type": "redacted_thinking", "data": data}));
+                out.push_back(InferenceEvent::ReasoningItem(ReasoningItem {
+                    text: String::new(),
+                    provider_data: json!({"type": "redacted_thinking", "data": data}),
+                }));
             }
             Some(Block::Text | Block::Other) | None => {}
         }
@@ -438,10 +436,6 @@ impl MessagesDecoder {
                 phase: None,
             }));
         }
-        self.thinking.insert(
-            std::mem::take(&mut self.reasoning),
-            std::mem::take(&mut self.signed),
-        );
         out.push_back(InferenceEvent::Usage(self.usage.to_token_usage()));
         out.push_back(InferenceEvent::Completed(CompletionMetadata {
             stop_reason: self.stop_reason.clone(),
@@ -462,21 +456,23 @@ fn arguments_of(json: String, initial: &Value) -> String {
     }
 }
 
-/// Overload, rate limit and internal errors are worth another attempt
-/// ([`classify`]); invalid requests and the like are not.
+/// A prompt that is too long is a context overflow; overload, rate limit
+/// and internal errors are worth another attempt
+/// ([`roder_ext_inference_http::classify`]); invalid requests and the like
+/// are not.
 fn reported(error: ErrorBody) -> DecodeError {
-    let retry = classify(FailureReport {
+    let report = FailureReport {
         kind: error.kind.as_deref(),
         message: error.message.as_deref().unwrap_or(""),
         ..FailureReport::default()
-    });
-    let message = match (error.kind, error.message) {
+    };
+    let message = match (error.kind.clone(), error.message.clone()) {
         (Some(kind), Some(message)) => format!("{message} ({kind})"),
         (None, Some(message)) => message,
         (Some(kind), None) => kind,
         (None, None) => "the stream reported an error without a message".to_string(),
     };
-    DecodeError::Reported { message, retry }
+    roder_ext_inference_http::reported(report, message)
 }
 
 #[cfg(test)]
@@ -558,25 +554,54 @@ mod tests {
     }
 
     #[test]
-    fn signed_thinking_is_remembered_by_its_text() {
-        let cache = ThinkingCache::default();
+    fn finished_thinking_blocks_are_sent_with_their_signatures() {
         let stream = MessagesStream::new("m")
-            .thinking(&["one"], "sig-1")
+            .thinking(&["o", "ne"], "sig-1")
             .redacted_thinking("opaque")
             .thinking(&["two"], "sig-2")
             .tool_use("toolu_1", "shell", &["{}"])
             .stop("tool_use");
-        let (events, _) = decode_at(MessagesDecoder::new(cache.clone()), &stream.body(), 0);
-        let reasoning = concat(&events, true);
-        assert_eq!(reasoning, "one\n\ntwo");
-        assert_eq!(
-            cache.get(&reasoning),
-            Some(vec![
-                json!({"type": "thinking", "thinking": "one", "signature": "sig-1"}),
-                json!({"type": "redacted_thinking", "data": "opaque"}),
-                json!({"type": "thinking", "thinking": "two", "signature": "sig-2"}),
-            ])
-        );
+        let body = stream.body();
+        for cut in 0..=body.len() {
+            let (events, end) = decode_at(MessagesDecoder::default(), &body, cut);
+            assert_eq!(end, Ok(()));
+            assert_eq!(concat(&events, true), "one\n\ntwo");
+            let items: Vec<ReasoningItem> = events
+                .iter()
+                .filter_map(|event| match event {
+                    InferenceEvent::ReasoningItem(item) => Some(item.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                items,
+                vec![
+                    ReasoningItem {
+                        text: "one".into(),
+                        provider_data: json!({"type": "thinking", "thinking": "one",
+                                              "signature": "sig-1"}),
+                    },
+                    ReasoningItem {
+                        text: String::new(),
+                        provider_data: json!({"type": "redacted_thinking", "data": "opaque"}),
+                    },
+                    ReasoningItem {
+                        text: "two".into(),
+                        provider_data: json!({"type": "thinking", "thinking": "two",
+                                              "signature": "sig-2"}),
+                    },
+                ],
+                "cut at {cut}"
+            );
+            // Each after its own deltas.
+            let first_item = events
+                .iter()
+                .position(|event| matches!(event, InferenceEvent::ReasoningItem(_)));
+            let second_text = events.iter().position(|event| {
+                matches!(event, InferenceEvent::ReasoningDelta(delta) if delta.text == "two")
+            });
+            assert!(first_item < second_text);
+        }
     }
 
     #[test]
@@ -748,5 +773,16 @@ mod tests {
         let cut = MessagesStream::new("m").text(&["x"]).unfinished();
         let (_, end) = decode_at(MessagesDecoder::default(), &cut.body(), 0);
         assert_eq!(end, Err(DecodeError::Truncated));
+        let too_long = MessagesStream::new("m").error(
+            "invalid_request_error",
+            "prompt is too long: 208310 tokens > 200000 maximum",
+        );
+        let (_, end) = decode_at(MessagesDecoder::default(), &too_long.body(), 0);
+        assert_eq!(
+            end,
+            Err(DecodeError::ContextOverflow {
+                message: "prompt is too long: 208310 tokens > 200000 maximum".into(),
+            })
+        );
     }
 }

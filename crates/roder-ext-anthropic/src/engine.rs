@@ -13,13 +13,10 @@ use serde::Deserialize;
 use crate::config::AnthropicConfig;
 use crate::decode::MessagesDecoder;
 use crate::request::build_body;
-use crate::thinking::ThinkingCache;
 
 /// An [`InferenceEngine`] over the Anthropic Messages API.
 pub struct AnthropicEngine {
     connection: Connection<AnthropicConfig>,
-    /// Signed thinking blocks of this engine's recent responses.
-    thinking: ThinkingCache,
 }
 
 impl AnthropicEngine {
@@ -28,7 +25,6 @@ impl AnthropicEngine {
     pub fn new(config: AnthropicConfig) -> anyhow::Result<Self> {
         Ok(Self {
             connection: Connection::new(config)?,
-            thinking: ThinkingCache::default(),
         })
     }
 
@@ -66,12 +62,13 @@ impl InferenceEngine for AnthropicEngine {
             .connection
             .list_models("models?limit=1000", ctx.reliability)
             .await?;
+        let config = self.connection.config();
         Ok(models
             .into_iter()
             .map(|model| ModelDescriptor {
+                context_window: config.context_window_of(&model.id),
                 id: model.id,
                 display_name: model.display_name,
-                context_window: None,
             })
             .collect())
     }
@@ -81,7 +78,7 @@ impl InferenceEngine for AnthropicEngine {
         ctx: InferenceTurnContext<'_>,
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
-        let body = build_body(&request, self.connection.config(), &self.thinking);
+        let body = build_body(&request, self.connection.config());
         let exchange = self.connection.exchange(
             Method::POST,
             "messages",
@@ -89,8 +86,7 @@ impl InferenceEngine for AnthropicEngine {
             ctx.reliability,
             ctx.cancellation.clone(),
         )?;
-        let decoder = MessagesDecoder::new(self.thinking.clone());
-        let driver = Driver::open(exchange, decoder).await?;
-        Ok(driver.into_stream())
+        // `start` returns a prompt that is too long as `ContextOverflow`.
+        Driver::start(exchange, MessagesDecoder::default()).await
     }
 }

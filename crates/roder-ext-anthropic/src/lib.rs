@@ -19,7 +19,15 @@
 //! at once ([`RetryClass`]). It never retries once part of a response was
 //! delivered, stops at once when `ctx.cancellation` fires, and reports
 //! errors a user can act on ([`ProviderError`]). A tool use cut off by
-//! `max_tokens` is never completed.
+//! `max_tokens` is never completed. A prompt longer than the context window
+//! fails after one request as `roder_api::inference::ContextOverflow`, so
+//! the runtime can compact and retry.
+//!
+//! Signed thinking blocks are emitted as `InferenceEvent::ReasoningItem`s;
+//! the runtime persists them with the transcript
+//! (`TranscriptItem::Reasoning::provider_data`) and the engine sends them
+//! back from there, so a thread resumed by another process keeps its
+//! thinking across a tool-use continuation.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -27,7 +35,6 @@ mod config;
 mod decode;
 mod engine;
 mod request;
-mod thinking;
 
 pub use config::AnthropicConfig;
 pub use engine::AnthropicEngine;

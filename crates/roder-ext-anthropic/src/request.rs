@@ -9,9 +9,14 @@
 //!   as JSON. Arguments that are not a JSON object (a model's malformed
 //!   call, already answered with an error result) are sent as
 //!   `{"_raw_arguments": TEXT}` so the model still sees what it sent.
-//! * Reasoning → the signed thinking blocks remembered for that text
-//!   ([`ThinkingCache`]); without them it is dropped, since the API rejects
-//!   thinking blocks without a valid signature.
+//! * Reasoning → the signed block in its `provider_data` (a `thinking`
+//!   block with its signature, or a `redacted_thinking` block), unmodified,
+//!   at the start of the assistant message it belongs to (after the
+//!   thinking blocks already there), as the API requires for a tool-use
+//!   continuation. The data is what the decoder emitted and the runtime
+//!   persisted, so a thread resumed by another process sends it too.
+//!   Reasoning without such data (another provider's, an older log's) is
+//!   dropped: the API rejects thinking blocks without a valid signature.
 //! * Reasoning effort → `thinking.budget_tokens`
 //!   ([`AnthropicConfig::thinking_budget`]), except when the latest
 //!   assistant turn made tool calls and its thinking blocks are unknown:
@@ -22,7 +27,6 @@ use roder_api::transcript::TranscriptItem;
 use serde_json::{Map, Value, json};
 
 use crate::config::AnthropicConfig;
-use crate::thinking::ThinkingCache;
 
 struct Message {
     role: &'static str,
@@ -30,12 +34,8 @@ struct Message {
 }
 
 /// The JSON body for `POST {base_url}/v1/messages`.
-pub(crate) fn build_body(
-    request: &AgentInferenceRequest,
-    config: &AnthropicConfig,
-    thinking: &ThinkingCache,
-) -> Value {
-    let mut messages = messages(request, thinking);
+pub(crate) fn build_body(request: &AgentInferenceRequest, config: &AnthropicConfig) -> Value {
+    let mut messages = messages(request);
     let mut system: Vec<Value> = [
         Some(request.instructions.as_str()),
         request.developer_context.as_deref(),
@@ -103,16 +103,10 @@ pub(crate) fn build_body(
     Value::Object(body)
 }
 
-fn messages(request: &AgentInferenceRequest, thinking: &ThinkingCache) -> Vec<Message> {
+fn messages(request: &AgentInferenceRequest) -> Vec<Message> {
     let mut messages: Vec<Message> = Vec::new();
-    let mut push = |role: &'static str, block: Value| match messages.last_mut() {
-        Some(last) if last.role == role => last.content.push(block),
-        _ => messages.push(Message {
-            role,
-            content: vec![block],
-        }),
-    };
     for item in &request.transcript {
+        let mut push = |role: &'static str, block: Value| push_block(&mut messages, role, block);
         match item {
             TranscriptItem::UserMessage { text, images } => {
                 // Images first: the API documents better results that way.
@@ -129,11 +123,15 @@ fn messages(request: &AgentInferenceRequest, thinking: &ThinkingCache) -> Vec<Me
                     push("assistant", json!({"type": "text", "text": text}));
                 }
             }
-            TranscriptItem::Reasoning { text, .. } => {
-                for block in thinking.get(text).unwrap_or_default() {
-                    push("assistant", block);
+            TranscriptItem::Reasoning {
+                provider_data: Some(data),
+                ..
+            } => {
+                if let Some(block) = thinking_block(data) {
+                    push_thinking(&mut messages, block);
                 }
             }
+            TranscriptItem::Reasoning { .. } => {}
             TranscriptItem::ToolCall {
                 id,
                 name,
@@ -169,6 +167,63 @@ fn messages(request: &AgentInferenceRequest, thinking: &ThinkingCache) -> Vec<Me
     messages
 }
 
+/// Appends `block` to the last message if it has `role`, else starts one.
+fn push_block(messages: &mut Vec<Message>, role: &'static str, block: Value) {
+    match messages.last_mut() {
+        Some(last) if last.role == role => last.content.push(block),
+        _ => messages.push(Message {
+            role,
+            content: vec![block],
+        }),
+    }
+}
+
+/// Puts a thinking block at the start of the current assistant message,
+/// after the thinking blocks already there: the API wants an assistant
+/// message's thinking before its text and tool uses.
+fn push_thinking(messages: &mut Vec<Message>, block: Value) {
+    match messages.last_mut() {
+        Some(last) if last.role == "assistant" => {
+            let at = last
+                .content
+                .iter()
+                .take_while(|block| is_thinking(block))
+                .count();
+            last.content.insert(at, block);
+        }
+        _ => messages.push(Message {
+            role: "assistant",
+            content: vec![block],
+        }),
+    }
+}
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// The block to send for stored reasoning data, exactly the fields the API
+/// takes: a `thinking` block needs its signature, a `redacted_thinking`
+/// block its data; anything else (a Responses item) is not ours.
+fn thinking_block(data: &Value) -> Option<Value> {
+    let text = |name: &str| data.get(name).and_then(Value::as_str);
+    match text("type")? {
+        "thinking" => {
+            let signature = text("signature").filter(|signature| !signature.is_empty())?;
+            Some(json!({
+                "type": "thinking",
+                "thinking": text("thinking").unwrap_or_default(),
+                "signature": signature,
+            }))
+        }
+        "redacted_thinking" => Some(json!({"type": "redacted_thinking", "data": text("data")?})),
+        _ => None,
+    }
+}
+
 /// Whether `thinking` may be enabled: when the conversation ends with tool
 /// results, the assistant message that made those calls must start with a
 /// thinking block.
@@ -190,21 +245,13 @@ fn thinking_allowed(messages: &[Message]) -> bool {
     else {
         return true;
     };
-    assistant.content.first().is_some_and(|block| {
-        matches!(
-            block["type"].as_str(),
-            Some("thinking" | "redacted_thinking")
-        )
-    })
+    assistant.content.first().is_some_and(is_thinking)
 }
 
 /// Thinking blocks cannot carry `cache_control`; others can.
 fn mark_cache_breakpoint(block: Option<&mut Value>) {
     if let Some(block) = block
-        && !matches!(
-            block["type"].as_str(),
-            Some("thinking" | "redacted_thinking")
-        )
+        && !is_thinking(block)
     {
         block["cache_control"] = json!({"type": "ephemeral"});
     }
@@ -296,7 +343,6 @@ mod tests {
                 user("thanks"),
             ]),
             &no_caching(),
-            &ThinkingCache::default(),
         );
         assert_eq!(
             body["messages"],
@@ -346,7 +392,6 @@ mod tests {
                 user("c"),
             ]),
             &AnthropicConfig::anthropic(),
-            &ThinkingCache::default(),
         );
         assert_eq!(
             body["system"][1]["cache_control"],
@@ -368,7 +413,7 @@ mod tests {
     fn thinking_is_enabled_with_a_budget_on_a_fresh_user_message() {
         let mut req = request(vec![user("hi")]);
         req.reasoning = Some(ReasoningEffort::Medium);
-        let body = build_body(&req, &no_caching(), &ThinkingCache::default());
+        let body = build_body(&req, &no_caching());
         assert_eq!(
             body["thinking"],
             json!({"type": "enabled", "budget_tokens": 8192})
@@ -376,23 +421,59 @@ mod tests {
     }
 
     #[test]
-    fn remembered_thinking_blocks_are_replayed_before_tool_use() {
-        let cache = ThinkingCache::default();
+    fn persisted_thinking_blocks_are_sent_back_before_tool_use() {
         let signed = json!({"type": "thinking", "thinking": "plan", "signature": "sig=="});
-        cache.insert("plan".into(), vec![signed.clone()]);
+        let redacted = json!({"type": "redacted_thinking", "data": "opaque"});
         let mut req = request(vec![
             user("go"),
             TranscriptItem::Reasoning {
                 text: "plan".into(),
-                provider_data: None,
+                provider_data: Some(signed.clone()),
+            },
+            TranscriptItem::Reasoning {
+                text: String::new(),
+                provider_data: Some(redacted.clone()),
+            },
+            TranscriptItem::Reasoning {
+                text: "openai".into(),
+                provider_data: Some(json!({"type": "reasoning", "encrypted_content": "e"})),
+            },
+            TranscriptItem::Reasoning {
+                text: "unsigned".into(),
+                provider_data: Some(json!({"type": "thinking", "thinking": "x"})),
+            },
+            TranscriptItem::AssistantMessage {
+                text: "Looking.".into(),
             },
             call("toolu_1", "{}"),
             result("toolu_1", "ok", false),
         ]);
         req.reasoning = Some(ReasoningEffort::Low);
-        let body = build_body(&req, &no_caching(), &cache);
-        assert_eq!(body["messages"][1]["content"][0], signed);
+        let body = build_body(&req, &no_caching());
+        let content = body["messages"][1]["content"].as_array().unwrap();
+        assert_eq!(content.len(), 4, "{content:?}");
+        assert_eq!(content[0], signed);
+        assert_eq!(content[1], redacted);
+        assert_eq!(content[2]["type"], json!("text"));
+        assert_eq!(content[3]["type"], json!("tool_use"));
         assert_eq!(body["thinking"]["budget_tokens"], json!(4096));
+    }
+
+    #[test]
+    fn thinking_that_comes_after_text_still_starts_the_message() {
+        let signed = json!({"type": "thinking", "thinking": "late", "signature": "s"});
+        let req = request(vec![
+            user("go"),
+            TranscriptItem::AssistantMessage { text: "a".into() },
+            TranscriptItem::Reasoning {
+                text: "late".into(),
+                provider_data: Some(signed.clone()),
+            },
+            call("toolu_1", "{}"),
+        ]);
+        let body = build_body(&req, &no_caching());
+        assert_eq!(body["messages"][1]["content"][0], signed);
+        assert_eq!(body["messages"][1]["content"][1]["type"], json!("text"));
     }
 
     #[test]
@@ -407,7 +488,7 @@ mod tests {
             result("toolu_1", "ok", false),
         ]);
         req.reasoning = Some(ReasoningEffort::High);
-        let body = build_body(&req, &no_caching(), &ThinkingCache::default());
+        let body = build_body(&req, &no_caching());
         assert!(body.get("thinking").is_none());
         assert_eq!(body["messages"][1]["content"][0]["type"], json!("tool_use"));
     }
@@ -423,7 +504,6 @@ mod tests {
                 ],
             }]),
             &no_caching(),
-            &ThinkingCache::default(),
         );
         assert_eq!(
             body["messages"][0]["content"],

@@ -286,14 +286,17 @@ async fn a_retry_after_a_completed_round_does_not_run_tools_twice() {
 #[tokio::test]
 async fn a_non_retryable_error_event_fails_the_request() {
     let server = FakeModelServer::start().await.unwrap();
-    server.push(MessagesStream::new("m").error("invalid_request_error", "prompt is too long"));
+    server.push(MessagesStream::new("m").error(
+        "invalid_request_error",
+        "messages.1: tool_use ids must be unique",
+    ));
     let engine = engine(&server);
     let error = ask(&engine, &reliability(3), request(vec![user("hi")], None))
         .await
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "the model request failed: provider \"anthropic-test\" reported an error: prompt is too long (invalid_request_error)"
+        "the model request failed: provider \"anthropic-test\" reported an error: messages.1: tool_use ids must be unique (invalid_request_error)"
     );
     assert_eq!(server.model_requests().len(), 1);
 }

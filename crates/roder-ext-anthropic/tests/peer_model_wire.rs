@@ -9,7 +9,9 @@
 //! engine's decoder. A scenario that must fail must fail with the
 //! provider's message after exactly the requests it says. With
 //! `sends_back_signature`, round 2 runs with round 1's result in the
-//! transcript and its request must carry round 1's signed thinking block.
+//! transcript (the signed blocks in `Reasoning::provider_data`, read back
+//! from JSON as a resumed thread would be) and its request must carry
+//! round 1's signed thinking block.
 //!
 //! The folder stays in `../shared` and is never copied here; when it is
 //! missing the tests say so and pass (CI checks that it exists).
@@ -115,12 +117,8 @@ async fn run_scenario(suite: &ModelWireSuite, scenario: &Scenario) -> anyhow::Re
             break;
         }
         // Continue the turn as the runtime records it.
-        if !response.reasoning.is_empty() {
-            transcript.push(TranscriptItem::Reasoning {
-                text: response.reasoning.clone(),
-                provider_data: None,
-            });
-        }
+        // As the runtime persists it: signed blocks in `provider_data`.
+        transcript.extend(common::reasoning_transcript(&response));
         if !response.text.is_empty() {
             transcript.push(TranscriptItem::AssistantMessage {
                 text: response.text.clone(),
@@ -141,6 +139,8 @@ async fn run_scenario(suite: &ModelWireSuite, scenario: &Scenario) -> anyhow::Re
                 is_error: false,
             });
         }
+        // Through the log's JSON, as a resumed thread reads it.
+        transcript = serde_json::from_str(&serde_json::to_string(&transcript)?)?;
     }
     let requests = server.model_requests();
     if let Some(expected) = scenario.requests {

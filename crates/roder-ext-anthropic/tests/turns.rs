@@ -129,7 +129,8 @@ async fn a_tool_use_turn_over_several_rounds_with_thinking() {
 }
 
 #[tokio::test]
-async fn a_new_engine_without_the_signed_blocks_turns_thinking_off_for_the_tool_round() {
+async fn reasoning_without_signed_data_turns_thinking_off_for_the_tool_round() {
+    // As in a log written before reasoning kept its provider data.
     let server = FakeModelServer::start().await.unwrap();
     server.push(MessagesStream::text_reply("msg", "ok"));
     let engine = engine(&server);

@@ -93,6 +93,29 @@ pub async fn ask(
     .map_err(|_| anyhow::anyhow!("the model request did not finish in time"))?
 }
 
+/// A response's reasoning as the runtime records it: one item per
+/// finished reasoning item (with its provider data), else the streamed
+/// text as one item without data.
+pub fn reasoning_transcript(response: &CollectedResponse) -> Vec<TranscriptItem> {
+    if !response.reasoning_items.is_empty() {
+        return response
+            .reasoning_items
+            .iter()
+            .map(|item| TranscriptItem::Reasoning {
+                text: item.text.clone(),
+                provider_data: Some(item.provider_data.clone()),
+            })
+            .collect();
+    }
+    if response.reasoning.is_empty() {
+        return Vec::new();
+    }
+    vec![TranscriptItem::Reasoning {
+        text: response.reasoning.clone(),
+        provider_data: None,
+    }]
+}
+
 /// A turn driven like the runtime's agent loop.
 #[derive(Debug, Default)]
 pub struct Turn {
@@ -129,12 +152,7 @@ impl Turn {
             )
             .await?;
             self.usage.add(&response.usage);
-            if !response.reasoning.is_empty() {
-                self.transcript.push(TranscriptItem::Reasoning {
-                    text: response.reasoning.clone(),
-                    provider_data: None,
-                });
-            }
+            self.transcript.extend(reasoning_transcript(&response));
             if !response.text.is_empty() {
                 self.transcript.push(TranscriptItem::AssistantMessage {
                     text: response.text.clone(),

@@ -106,7 +106,10 @@ fn reasoning_input(data: &Value, store: bool) -> Option<Value> {
         .and_then(Value::as_str)
         .is_some_and(|content| !content.is_empty());
     let has_id = item.get("id").and_then(Value::as_str).is_some();
-    if !encrypted && !(store && has_id) {
+    // Encrypted content carries the reasoning itself; an id only refers
+    // to an item the server kept (`store: true`).
+    let sendable = encrypted || (store && has_id);
+    if !sendable {
         return None;
     }
     let mut item = item.clone();
