@@ -347,3 +347,43 @@ async fn a_missing_bwrap_is_refused_naming_the_package() {
     assert!(error.contains("apt-get install bubblewrap"), "{error}");
     assert!(error.contains("mode = \"none\""), "{error}");
 }
+
+/// What confinement adds per command, measured (not an assertion):
+/// `cargo test --release -p roder-sandbox confined_spawn_cost -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "a measurement"]
+async fn confined_spawn_cost() {
+    const RUNS: u32 = 300;
+    let (_dir, ws) = workspace();
+    let mut variants = vec![
+        (
+            "mode none",
+            SandboxPolicy {
+                mode: SandboxMode::None,
+                ..SandboxPolicy::default()
+            },
+        ),
+        ("landlock", SandboxPolicy::default()),
+    ];
+    if have_bwrap() {
+        variants.push((
+            "bubblewrap",
+            policy(HostMechanism::Bubblewrap, NetworkAccess::Off),
+        ));
+    }
+    let mut per_run = Vec::new();
+    for (name, policy) in variants {
+        let confinement = Confinement::new(policy, ws.clone());
+        // The spawner's set-up is once per key: not part of the per-command cost.
+        confined("true", &confinement).await;
+        let started = std::time::Instant::now();
+        for _ in 0..RUNS {
+            assert_eq!(confined("true", &confinement).await.0, Some(0));
+        }
+        let each = started.elapsed() / RUNS;
+        per_run.push((name, each));
+    }
+    for (name, each) in &per_run {
+        println!("{name}: {each:?} per `sh -c true`");
+    }
+}
