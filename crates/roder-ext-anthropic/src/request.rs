@@ -493,6 +493,42 @@ mod tests {
         assert_eq!(body["messages"][1]["content"][0]["type"], json!("tool_use"));
     }
 
+    proptest::proptest! {
+        /// Whatever a log holds as provider data, the body is built, and
+        /// a thinking block is sent only signed and only first.
+        #[test]
+        fn arbitrary_provider_data_never_panics(
+            kind in proptest::sample::select(vec![
+                "thinking", "redacted_thinking", "reasoning", "text", "",
+            ]),
+            field in proptest::sample::select(vec!["thinking", "signature", "data", "type"]),
+            value in "\\PC{0,20}",
+            number in proptest::bool::ANY,
+        ) {
+            let mut data = json!({"type": kind});
+            data[field] = if number { json!(7) } else { json!(value) };
+            for data in [data, json!(value), json!([kind]), Value::Null] {
+                let req = request(vec![
+                    user("go"),
+                    TranscriptItem::AssistantMessage { text: "a".into() },
+                    TranscriptItem::Reasoning {
+                        text: String::new(),
+                        provider_data: Some(data),
+                    },
+                    call("toolu_1", "{}"),
+                ]);
+                let body = build_body(&req, &no_caching());
+                let content = body["messages"][1]["content"].as_array().cloned().unwrap_or_default();
+                for (index, block) in content.iter().enumerate() {
+                    if block["type"] == "thinking" {
+                        proptest::prop_assert!(block["signature"].as_str().is_some_and(|s| !s.is_empty()));
+                        proptest::prop_assert_eq!(index, 0);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn images_become_base64_or_url_sources() {
         let body = build_body(

@@ -142,6 +142,32 @@ async fn a_thread_resumed_in_a_new_process_sends_its_persisted_reasoning() {
     assert_eq!(include(body), json!(["reasoning.encrypted_content"]));
 }
 
+#[tokio::test]
+async fn chat_completions_leave_reasoning_items_out() {
+    let server = FakeModelServer::start().await.unwrap();
+    server.push(Api::Chat.text_reply("ok"));
+    let engine = Api::Chat.engine(config(&server));
+    let transcript = vec![
+        user("go"),
+        TranscriptItem::Reasoning {
+            text: "plan".into(),
+            provider_data: Some(json!({"type": "reasoning", "id": "rs_1",
+                "encrypted_content": ENCRYPTED, "summary": []})),
+        },
+        TranscriptItem::AssistantMessage {
+            text: "answer".into(),
+        },
+        user("again"),
+    ];
+    ask(engine.as_ref(), &reliability(1), request(transcript))
+        .await
+        .unwrap();
+    let body = server.model_requests()[0].body.to_string();
+    assert!(!body.contains("gAAAA"), "{body}");
+    assert!(!body.contains("reasoning.encrypted_content"), "{body}");
+    assert!(body.contains("answer"));
+}
+
 fn overflow_of(error: &anyhow::Error) -> &ContextOverflow {
     error
         .downcast_ref::<ContextOverflow>()

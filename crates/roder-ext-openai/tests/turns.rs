@@ -299,7 +299,7 @@ async fn reasoning_streams_and_effort_is_sent() {
             Api::Chat => assert_eq!(body["reasoning_effort"], json!("medium")),
             Api::Responses => assert_eq!(body["reasoning"]["effort"], json!("medium")),
         }
-        // Reasoning from earlier rounds is not replayed (see the README).
+        // Reasoning without provider data is not replayed (see the README).
         assert!(!body.to_string().contains("earlier thoughts"), "{api:?}");
         assert!(body.to_string().contains("earlier answer"), "{api:?}");
     }

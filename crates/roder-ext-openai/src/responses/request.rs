@@ -348,6 +348,36 @@ mod tests {
         assert!(build_body(&req, &Map::new()).get("include").is_some());
     }
 
+    proptest::proptest! {
+        /// Whatever a log holds as provider data, the body is built, and a
+        /// reasoning item goes out only with encrypted content.
+        #[test]
+        fn arbitrary_provider_data_never_panics(
+            kind in proptest::sample::select(vec!["reasoning", "thinking", ""]),
+            field in proptest::sample::select(vec!["encrypted_content", "id", "summary", "type"]),
+            value in "\\PC{0,20}",
+            number in proptest::bool::ANY,
+            model in "\\PC{0,12}",
+        ) {
+            let mut data = json!({"type": kind});
+            data[field] = if number { json!(7) } else { json!(value) };
+            for data in [data, json!(value), json!([kind]), Value::Null] {
+                let mut req = request(vec![TranscriptItem::Reasoning {
+                    text: String::new(),
+                    provider_data: Some(data),
+                }]);
+                req.model = model.clone();
+                let body = build_body(&req, &Map::new());
+                for item in body["input"].as_array().cloned().unwrap_or_default() {
+                    if item["type"] == "reasoning" {
+                        proptest::prop_assert!(item["encrypted_content"].as_str().is_some_and(|c| !c.is_empty()));
+                        proptest::prop_assert!(item.get("id").is_none());
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn hosted_web_search_adds_the_hosted_tool() {
         let mut req = request(vec![]);
