@@ -83,6 +83,34 @@ impl ThreadSnapshot {
     }
 }
 
+/// One bounded page of a thread's log ([`ThreadStore::load_events_page`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventsPage {
+    pub events: Vec<EventEnvelope>,
+    /// Whether events follow the page's last one.
+    pub more: bool,
+}
+
+/// Keeps events of `events` while they fit `max_items` and `max_bytes` (their
+/// compact JSON), the first always; for stores that page in memory.
+pub fn page_of(events: Vec<EventEnvelope>, max_items: usize, max_bytes: usize) -> EventsPage {
+    let total = events.len();
+    let mut bytes = 0usize;
+    let mut page = Vec::new();
+    for envelope in events {
+        let size = serde_json::to_string(&envelope).map_or(0, |line| line.len() + 1);
+        if !page.is_empty() && (page.len() >= max_items || bytes.saturating_add(size) > max_bytes) {
+            break;
+        }
+        bytes = bytes.saturating_add(size);
+        page.push(envelope);
+    }
+    EventsPage {
+        more: page.len() < total,
+        events: page,
+    }
+}
+
 /// Durable storage of threads: metadata plus an append-only event log.
 #[async_trait::async_trait]
 pub trait ThreadStore: Send + Sync + 'static {
@@ -103,6 +131,22 @@ pub trait ThreadStore: Send + Sync + 'static {
         thread_id: &str,
         after_seq: u64,
     ) -> anyhow::Result<Vec<EventEnvelope>>;
+
+    /// At most `max_items` events with `seq > after_seq`, in order, whose
+    /// compact JSON lines total at most `max_bytes` (the first event always,
+    /// however large, so a page never stalls). The default loads the events
+    /// after `after_seq` and slices them; a store should read no further
+    /// than the page.
+    async fn load_events_page(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> anyhow::Result<EventsPage> {
+        let events = self.load_events(thread_id, after_seq).await?;
+        Ok(page_of(events, max_items, max_bytes))
+    }
 
     /// Metadata and all events; `None` when the thread does not exist.
     async fn load_thread(&self, thread_id: &str) -> anyhow::Result<Option<ThreadSnapshot>> {

@@ -31,14 +31,23 @@ pub struct DynamicWorkflowsConfig {
     pub enabled: bool,
 }
 
+/// Smallest `auto_compact_token_limit`: below it the instructions and tool
+/// specs alone leave no room for a conversation.
+pub const MIN_COMPACT_TOKEN_LIMIT: u64 = 2_000;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeConfig {
     /// Inference engine id used when a thread or turn names none.
     pub default_provider: String,
     pub default_model: String,
     pub reasoning: Option<ReasoningEffort>,
-    /// Not supported: compaction of long transcripts.
+    /// Estimated tokens (request bytes / 4) past which the next request of a
+    /// turn compacts the thread first. Unset: 80% of the model's context
+    /// window when its engine's `list_models` reports one, else never.
     pub auto_compact_token_limit: Option<u64>,
+    /// Largest tool output sent to the model, in bytes: a longer one keeps
+    /// its head and tail and states the cut. The log keeps outputs whole.
+    pub tool_output_cap_bytes: usize,
     /// Read `AGENTS.md` from a local workspace root into the developer context
     /// of every model request.
     pub file_backed_dynamic_context: bool,
@@ -99,6 +108,7 @@ impl Default for RuntimeConfig {
             default_model: MODEL_MOCK.to_string(),
             reasoning: None,
             auto_compact_token_limit: None,
+            tool_output_cap_bytes: 32 * 1024,
             file_backed_dynamic_context: true,
             hosted_web_search: HostedWebSearchConfig::disabled(),
             model_edit_tools: HashMap::new(),
@@ -142,9 +152,6 @@ impl RuntimeConfig {
     /// Rejects settings the runtime would otherwise ignore, naming each one.
     pub fn validate(&self) -> anyhow::Result<()> {
         let mut unsupported = Vec::new();
-        if self.auto_compact_token_limit.is_some() {
-            unsupported.push("auto_compact_token_limit");
-        }
         if !self.model_edit_tools.is_empty() {
             unsupported.push("model_edit_tools");
         }
@@ -176,6 +183,17 @@ impl RuntimeConfig {
         }
         if self.writer_lease_ttl < std::time::Duration::from_secs(1) {
             anyhow::bail!("writer_lease_ttl must be at least 1 second");
+        }
+        if self
+            .auto_compact_token_limit
+            .is_some_and(|limit| limit < MIN_COMPACT_TOKEN_LIMIT)
+        {
+            anyhow::bail!(
+                "auto_compact_token_limit must be at least {MIN_COMPACT_TOKEN_LIMIT} tokens (or unset for 80% of the model's context window)"
+            );
+        }
+        if self.tool_output_cap_bytes < 1_024 {
+            anyhow::bail!("tool_output_cap_bytes must be at least 1024");
         }
         if self.event_buffer_capacity == 0 {
             anyhow::bail!("event_buffer_capacity must be at least 1");
@@ -217,7 +235,6 @@ mod tests {
         assert!(error.contains("team_data_dir is not supported"), "{error}");
 
         let config = RuntimeConfig {
-            auto_compact_token_limit: Some(1_000),
             model_profiles: HashMap::from([("m".to_string(), serde_json::json!({}))]),
             speed_policy: SpeedPolicy::Fast,
             dynamic_workflows: DynamicWorkflowsConfig { enabled: true },
@@ -227,7 +244,6 @@ mod tests {
         };
         let error = config.validate().unwrap_err().to_string();
         for field in [
-            "auto_compact_token_limit",
             "model_edit_tools",
             "model_profiles",
             "speed_policy",
@@ -247,6 +263,24 @@ mod tests {
             .model_parallel_tool_calls
             .insert("serial".to_string(), false);
         assert!(!config.parallel_tool_calls_allowed("serial"));
+    }
+
+    #[test]
+    fn a_compaction_limit_is_supported_above_its_minimum() {
+        let config = RuntimeConfig {
+            auto_compact_token_limit: Some(100_000),
+            ..RuntimeConfig::default()
+        };
+        config.validate().unwrap();
+        let config = RuntimeConfig {
+            auto_compact_token_limit: Some(10),
+            ..RuntimeConfig::default()
+        };
+        let error = config.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("auto_compact_token_limit must be at least"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -10,12 +10,16 @@
 //! * `runner/`: binding validation, the single-flight session cache,
 //!   provider leases, deadline accounting and lifecycle operations.
 //! * `policy`: which tools a thread is offered and may run.
+//! * `turn/compaction`, `compact`: keeping long threads inside the window.
+//! * `history`: a thread's log in bounded pages.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod bus;
+mod compact;
 pub mod config;
 mod error;
 mod external;
+mod history;
 mod instructions;
 mod memory_store;
 mod policy;
@@ -30,6 +34,7 @@ mod writer;
 
 pub use config::{DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
 pub use error::RuntimeError;
+pub use history::{MAX_HISTORY_BYTES, MAX_HISTORY_ITEMS, ThreadHistoryPage};
 pub use instructions::default_instructions;
 pub use memory_store::MemoryThreadStore;
 pub use requests::{
@@ -37,4 +42,5 @@ pub use requests::{
     ThreadRunnerSelection,
 };
 pub use runtime::Runtime;
+pub use turn::compaction::{SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX};
 pub use workdirs::{WORKTREE_ID_KEY, WorkdirSelection};

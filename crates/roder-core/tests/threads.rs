@@ -146,10 +146,10 @@ fn runtime_new_rejects_settings_it_would_ignore() {
         ),
         (
             RuntimeConfig {
-                auto_compact_token_limit: Some(10_000),
+                auto_compact_token_limit: Some(10),
                 ..RuntimeConfig::default()
             },
-            "auto_compact_token_limit is not supported",
+            "auto_compact_token_limit must be at least",
         ),
         (
             RuntimeConfig {

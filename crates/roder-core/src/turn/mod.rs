@@ -10,7 +10,9 @@
 //! * `tool_call`: one tool call (parsed once, panics contained).
 //! * `record`: the turn's bookkeeping of tool calls not yet answered.
 //! * `recovery`: closing a turn a dead process left open.
+//! * `compaction`: keeping a long thread's requests inside the window.
 
+pub(crate) mod compaction;
 pub(crate) mod context;
 mod driver;
 mod model;

@@ -2,13 +2,16 @@
 //! until the model answers without calling a tool.
 
 use roder_api::events::{
-    IncompleteAnswer, InferenceStarted, RoderEvent, ToolCallRequested, UsageUpdated,
+    CompactionTrigger, IncompleteAnswer, InferenceStarted, RoderEvent, ToolCallRequested,
+    UsageUpdated,
 };
-use roder_api::inference::{AgentInferenceRequest, TokenUsage};
+use roder_api::inference::{AgentInferenceRequest, ContextOverflow, TokenUsage};
 use roder_api::stop_reason::StopReason;
+use roder_api::tools::ToolSpec;
 use roder_api::transcript::TranscriptItem;
 
 use crate::policy;
+use crate::turn::compaction::{self, CompactionInput, Limits};
 use crate::turn::context::TurnContext;
 use crate::turn::model::{self, ModelResponse, PhasedText};
 use crate::turn::record::OpenCalls;
@@ -28,6 +31,13 @@ pub(crate) async fn run_rounds(
 ) -> anyhow::Result<TurnSuccess> {
     let mut usage = TokenUsage::default();
     let tools = policy::offered_tools(ctx.runtime, ctx.plan);
+    let limits = Limits::resolve(
+        ctx.runtime.config.auto_compact_token_limit,
+        ctx.plan.engine.as_ref(),
+        &ctx.plan.model,
+        &ctx.runtime.config.reliability,
+    )
+    .await;
     let mut round = 0u32;
     loop {
         round = round.saturating_add(1);
@@ -37,31 +47,8 @@ pub(crate) async fn run_rounds(
             round,
         }))
         .await?;
-        // The log cursor keeps the transcript in step with every append,
-        // this turn's included.
-        let transcript = ctx.plan.thread.log.lock().await.transcript.clone();
-        let request = AgentInferenceRequest {
-            model: ctx.plan.model.clone(),
-            instructions: ctx.plan.instructions.clone(),
-            developer_context: ctx.plan.developer_context.clone(),
-            transcript,
-            tools: tools.clone(),
-            parallel_tool_calls: ctx.plan.parallel_tool_calls,
-            reasoning: ctx.plan.reasoning,
-            hosted_web_search: ctx.runtime.config.hosted_web_search.clone(),
-        };
-        let response = model::request(ctx, request).await?;
-        if response.usage != TokenUsage::default() {
-            usage.add(&response.usage);
-            ctx.plan.add_usage(&response.usage);
-            ctx.emit(RoderEvent::UsageUpdated(UsageUpdated {
-                thread_id: ctx.thread_id(),
-                turn_id: ctx.turn_id(),
-                usage: response.usage.clone(),
-                turn_total: usage.clone(),
-            }))
-            .await?;
-        }
+        let response = request_fitting(ctx, &tools, &limits, &mut usage).await?;
+        record_usage(ctx, &mut usage, &response.usage).await?;
         let last = response.tool_calls.is_empty() || response.cut_off_call.is_some();
         for reasoning in response.reasoning_transcript() {
             ctx.append(reasoning).await?;
@@ -76,6 +63,162 @@ pub(crate) async fn run_rounds(
         append_messages(ctx, response.messages.iter().collect()).await?;
         run_tool_calls(ctx, open_calls, &response).await?;
     }
+}
+
+/// The next request, built from the transcript the log cursor keeps in
+/// step with every append (this turn's included), tool outputs capped.
+async fn next_request(ctx: TurnContext<'_>, tools: &[ToolSpec]) -> (AgentInferenceRequest, u64) {
+    let (mut transcript, last_seq) = {
+        let cursor = ctx.plan.thread.log.lock().await;
+        (cursor.transcript.clone(), cursor.next_seq.saturating_sub(1))
+    };
+    compaction::cap_tool_outputs(&mut transcript, ctx.runtime.config.tool_output_cap_bytes);
+    let request = AgentInferenceRequest {
+        model: ctx.plan.model.clone(),
+        instructions: ctx.plan.instructions.clone(),
+        developer_context: ctx.plan.developer_context.clone(),
+        transcript,
+        tools: tools.to_vec(),
+        parallel_tool_calls: ctx.plan.parallel_tool_calls,
+        reasoning: ctx.plan.reasoning,
+        hosted_web_search: ctx.runtime.config.hosted_web_search.clone(),
+    };
+    (request, last_seq)
+}
+
+/// One model request that fits: compacts first when the request would cross
+/// the threshold, and compacts and retries once when the provider refuses
+/// it as too long.
+async fn request_fitting(
+    ctx: TurnContext<'_>,
+    tools: &[ToolSpec],
+    limits: &Limits,
+    usage: &mut TokenUsage,
+) -> anyhow::Result<ModelResponse> {
+    let (mut request, mut last_seq) = next_request(ctx, tools).await;
+    if let Some(threshold) = limits.threshold
+        && compaction::estimate_tokens(&request) > threshold
+    {
+        let compacted = compact_in_turn(
+            ctx,
+            request.clone(),
+            last_seq,
+            threshold,
+            CompactionTrigger::Auto,
+            usage,
+        )
+        .await;
+        match compacted {
+            Ok(()) => (request, last_seq) = next_request(ctx, tools).await,
+            Err(error) => {
+                if ctx.cancellation().is_cancelled() {
+                    return Err(error);
+                }
+                let estimate = compaction::estimate_tokens(&request);
+                if let Some(window) = limits.window
+                    && estimate > window
+                {
+                    return Err(error.context(format!(
+                        "the next request (about {estimate} tokens) is over the model's context \
+                         window ({window} tokens) and compaction failed"
+                    )));
+                }
+                tracing::warn!(
+                    thread_id = ctx.plan.thread_id(),
+                    "compaction failed; sending the request as it is: {error:#}"
+                );
+            }
+        }
+    }
+    let first = model::request(ctx, request.clone()).await;
+    let overflow = match &first {
+        Err(error) => error.downcast_ref::<ContextOverflow>().cloned(),
+        Ok(_) => None,
+    };
+    let Some(overflow) = overflow else {
+        return first;
+    };
+    // Aim under what the provider refused.
+    let refused = compaction::estimate_tokens(&request);
+    let threshold = limits
+        .threshold
+        .map_or(refused, |threshold| threshold.min(refused))
+        .saturating_mul(3)
+        / 4;
+    compact_in_turn(
+        ctx,
+        request,
+        last_seq,
+        threshold,
+        CompactionTrigger::Overflow,
+        usage,
+    )
+    .await
+    .map_err(|error| {
+        error.context(format!(
+            "the provider refused the request as too long ({}) and compaction failed",
+            overflow.message
+        ))
+    })?;
+    let (request, _) = next_request(ctx, tools).await;
+    model::request(ctx, request).await.map_err(|error| {
+        if error.downcast_ref::<ContextOverflow>().is_some() {
+            error.context("the request is still too long after compacting the thread once")
+        } else {
+            error
+        }
+    })
+}
+
+/// Compacts the thread inside the turn: one `ContextCompacted` event once the
+/// new transcript is complete, nothing when it fails. The summary requests'
+/// usage counts as the turn's.
+async fn compact_in_turn(
+    ctx: TurnContext<'_>,
+    request: AgentInferenceRequest,
+    last_seq: u64,
+    threshold: u64,
+    trigger: CompactionTrigger,
+    usage: &mut TokenUsage,
+) -> anyhow::Result<()> {
+    let input = CompactionInput {
+        engine: ctx.plan.engine.as_ref(),
+        context: roder_api::inference::InferenceTurnContext {
+            thread_id: ctx.plan.thread_id(),
+            turn_id: &ctx.plan.turn_id,
+            reliability: &ctx.runtime.config.reliability,
+            cancellation: ctx.cancellation(),
+        },
+        request,
+        threshold,
+        trigger,
+        last_seq,
+        turn_id: Some(ctx.turn_id()),
+    };
+    let compaction = compaction::compact(input).await?;
+    record_usage(ctx, usage, &compaction.usage).await?;
+    ctx.emit(RoderEvent::ContextCompacted(compaction.event))
+        .await
+}
+
+/// Adds one request's usage to the turn's and records it as an event.
+async fn record_usage(
+    ctx: TurnContext<'_>,
+    usage: &mut TokenUsage,
+    request_usage: &TokenUsage,
+) -> anyhow::Result<()> {
+    if *request_usage == TokenUsage::default() {
+        return Ok(());
+    }
+    usage.add(request_usage);
+    ctx.plan.add_usage(request_usage);
+    ctx.emit(RoderEvent::UsageUpdated(UsageUpdated {
+        thread_id: ctx.thread_id(),
+        turn_id: ctx.turn_id(),
+        usage: request_usage.clone(),
+        turn_total: usage.clone(),
+    }))
+    .await
 }
 
 /// Appends each phase's text as a transcript message.

@@ -1,0 +1,161 @@
+//! Manual compaction: [`Runtime::compact_thread`].
+//!
+//! Between turns, a client may ask for a thread to be compacted now (the
+//! app server's `thread/compact`, `roder threads compact ID`). It is a write
+//! like a turn: refused while a turn runs (here, or in another process
+//! through the writer lease), and a transaction: nothing is written unless
+//! the new transcript is complete.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use roder_api::events::{CompactionTrigger, ContextCompacted, RoderEvent, UsageUpdated};
+use roder_api::inference::{AgentInferenceRequest, InferenceTurnContext, TokenUsage};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::RuntimeError;
+use crate::runner::state::update_metadata;
+use crate::runtime::Runtime;
+use crate::threads::{ActiveTurn, ThreadState};
+use crate::turn::compaction::{self, CompactionInput, Limits};
+
+impl Runtime {
+    /// Compacts a thread now and returns the `ContextCompacted` event it
+    /// wrote. Refused with [`RuntimeError::ThreadBusy`] while a turn runs
+    /// (nothing is written); fails, writing nothing, when there is nothing to
+    /// compact or the model's summary is no shorter than the history.
+    ///
+    /// The summary's token usage counts as the thread's (a `UsageUpdated`
+    /// event under the compaction's own id, and the thread's metadata).
+    pub async fn compact_thread(&self, thread_id: &str) -> anyhow::Result<ContextCompacted> {
+        let thread = self.thread_state(thread_id).await?;
+        let metadata = self.thread_metadata(thread_id).await?;
+        let provider = metadata
+            .provider
+            .clone()
+            .unwrap_or_else(|| self.config.default_provider.clone());
+        let engine = self.engine(&provider)?;
+        let model = metadata
+            .model
+            .clone()
+            .unwrap_or_else(|| self.config.default_model.clone());
+        let compaction_id = format!("compaction-{}", uuid::Uuid::new_v4());
+        let active = ActiveTurn {
+            turn_id: compaction_id.clone(),
+            cancellation: CancellationToken::new(),
+            finished: Arc::new(tokio::sync::Notify::new()),
+            done: Arc::new(AtomicBool::new(false)),
+        };
+        thread
+            .claim(active.clone())
+            .map_err(|running| RuntimeError::ThreadBusy {
+                thread_id: thread_id.to_string(),
+                turn_id: running.turn_id,
+            })?;
+        // Freed however this ends, a dropped future included.
+        let _claim = Claim {
+            thread: &thread,
+            id: &compaction_id,
+        };
+        async {
+            let writer = self.open_writer(&thread).await?;
+            let (mut transcript, last_seq) = {
+                let cursor = thread.log.lock().await;
+                (cursor.transcript.clone(), cursor.next_seq.saturating_sub(1))
+            };
+            compaction::cap_tool_outputs(&mut transcript, self.config.tool_output_cap_bytes);
+            let tools = self
+                .tools
+                .specs()
+                .into_iter()
+                .chain(metadata.external_tools.iter().cloned())
+                .collect();
+            let request = AgentInferenceRequest {
+                model: model.clone(),
+                instructions: crate::default_instructions(),
+                developer_context: metadata.developer_instructions.clone(),
+                transcript,
+                tools,
+                parallel_tool_calls: false,
+                reasoning: self.config.reasoning,
+                hosted_web_search: self.config.hosted_web_search.clone(),
+            };
+            let current = compaction::estimate_tokens(&request);
+            let limits = Limits::resolve(
+                self.config.auto_compact_token_limit,
+                engine.as_ref(),
+                &model,
+                &self.config.reliability,
+            )
+            .await;
+            // Asked for now: aim at half of what the thread is, or of the
+            // threshold when the thread is over it.
+            let threshold = limits
+                .threshold
+                .map_or(current, |threshold| threshold.min(current));
+            let input = CompactionInput {
+                engine: engine.as_ref(),
+                context: InferenceTurnContext {
+                    thread_id,
+                    turn_id: &compaction_id,
+                    reliability: &self.config.reliability,
+                    cancellation: &active.cancellation,
+                },
+                request,
+                threshold,
+                trigger: CompactionTrigger::Manual,
+                last_seq,
+                turn_id: None,
+            };
+            let done = compaction::compact(input).await?;
+            let event = done.event.clone();
+            {
+                let mut cursor = thread.log.lock().await;
+                if done.usage != TokenUsage::default() {
+                    self.bus
+                        .emit_locked(
+                            &mut cursor,
+                            thread_id,
+                            None,
+                            RoderEvent::UsageUpdated(UsageUpdated {
+                                thread_id: thread_id.to_string(),
+                                turn_id: compaction_id.clone(),
+                                usage: done.usage.clone(),
+                                turn_total: done.usage.clone(),
+                            }),
+                        )
+                        .await?;
+                }
+                self.bus
+                    .emit_locked(
+                        &mut cursor,
+                        thread_id,
+                        None,
+                        RoderEvent::ContextCompacted(done.event),
+                    )
+                    .await?;
+                writer.release_locked(&mut cursor);
+            }
+            if done.usage != TokenUsage::default() {
+                update_metadata(self.store.as_ref(), &thread, |metadata| {
+                    metadata.usage.add(&done.usage);
+                })
+                .await?;
+            }
+            anyhow::Ok(event)
+        }
+        .await
+    }
+}
+
+/// The thread claimed for a compaction, released on drop.
+struct Claim<'a> {
+    thread: &'a ThreadState,
+    id: &'a str,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.thread.release(self.id);
+    }
+}

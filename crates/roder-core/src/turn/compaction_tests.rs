@@ -1,0 +1,119 @@
+use super::*;
+
+fn call(id: &str) -> TranscriptItem {
+    TranscriptItem::ToolCall {
+        id: id.to_string(),
+        name: "read".to_string(),
+        arguments: "{}".to_string(),
+    }
+}
+
+fn result(id: &str, bytes: usize) -> TranscriptItem {
+    TranscriptItem::ToolResult {
+        id: id.to_string(),
+        name: "read".to_string(),
+        output: "x".repeat(bytes),
+        is_error: false,
+    }
+}
+
+fn user(text: &str) -> TranscriptItem {
+    TranscriptItem::UserMessage {
+        text: text.to_string(),
+        images: Vec::new(),
+    }
+}
+
+#[test]
+fn capped_text_keeps_head_and_tail_and_states_the_cut() {
+    let text = format!("{}{}", "a".repeat(5_000), "b".repeat(5_000));
+    let capped = cap_text(&text, 1_000);
+    assert!(capped.starts_with(&"a".repeat(500)));
+    assert!(capped.ends_with(&"b".repeat(500)));
+    assert!(capped.contains("9000 bytes cut here"), "{capped}");
+    assert_eq!(cap_text("short", 1_000), "short");
+}
+
+#[test]
+fn capping_never_splits_a_character() {
+    let text = "é".repeat(3_000);
+    for max in [1, 2, 3, 999, 1_000, 1_001] {
+        let capped = cap_text(&text, max);
+        assert!(capped.contains("bytes cut here"));
+    }
+}
+
+#[test]
+fn cuts_never_separate_a_call_from_its_result() {
+    let transcript = vec![
+        user("go"),
+        call("a"),
+        call("b"),
+        result("a", 10),
+        result("b", 10),
+        user("more"),
+    ];
+    let cuts = safe_cuts(&transcript);
+    assert_eq!(cuts, vec![true, true, false, false, false, true, true]);
+}
+
+#[test]
+fn the_recent_window_starts_at_a_safe_cut_within_its_budget() {
+    let mut transcript = vec![user("go")];
+    for index in 0..10 {
+        let id = format!("c{index}");
+        transcript.push(call(&id));
+        transcript.push(result(&id, 1_000));
+    }
+    let start = recent_start(&transcript, 3_500);
+    assert!(matches!(transcript[start], TranscriptItem::ToolCall { .. }));
+    let kept: usize = transcript[start..].iter().map(item_bytes).sum();
+    assert!(kept <= 3_500, "{kept}");
+    assert!(kept > 2_000, "{kept}");
+    // Nothing fits: the latest safe cut (the end), never a split pair.
+    let big = vec![user("go"), call("a"), result("a", 10_000)];
+    assert_eq!(recent_start(&big, 100), 3);
+}
+
+#[test]
+fn pruning_stubs_old_outputs_and_keeps_recent_ones() {
+    let mut transcript = vec![call("a"), result("a", 5_000), call("b"), result("b", 5_000)];
+    assert_eq!(prune(&mut transcript, 2), 1);
+    match &transcript[1] {
+        TranscriptItem::ToolResult { output, .. } => {
+            assert!(output.contains("5000 bytes removed"), "{output}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(transcript[3], result("b", 5_000));
+}
+
+#[test]
+fn pieces_cover_the_history_in_order_at_safe_cuts() {
+    let mut head = Vec::new();
+    for index in 0..50 {
+        let id = format!("c{index}");
+        head.push(call(&id));
+        head.push(result(&id, 400));
+    }
+    let split = pieces(&head, 2_000);
+    assert!(split.len() > 5);
+    let rejoined: Vec<TranscriptItem> = split.iter().flat_map(|p| p.iter().cloned()).collect();
+    assert_eq!(rejoined, head);
+    for piece in split {
+        assert!(matches!(piece[0], TranscriptItem::ToolCall { .. }));
+    }
+}
+
+#[test]
+fn carried_user_messages_are_the_last_three_without_old_summaries() {
+    let head = vec![
+        user("one"),
+        user("two"),
+        user(&format!("{SUMMARY_PREFIX}old")),
+        user("three"),
+        user("four"),
+    ];
+    let carried = carried_user_messages(&head);
+    assert_eq!(carried, vec![user("two"), user("three"), user("four")]);
+}
