@@ -90,6 +90,9 @@ fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn Inference
                 None if name != "openai" => ApiKeySource::None,
                 None => config.api_key,
             };
+            if entry.context_window.is_some() {
+                config.context_window = entry.context_window;
+            }
             if entry.kind == ProviderKind::OpenaiChat {
                 Arc::new(OpenAiChatEngine::new(config)?)
             } else {
@@ -104,6 +107,9 @@ fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn Inference
             }
             if let Some(variable) = &entry.api_key_env {
                 config.api_key = roder_ext_anthropic::ApiKeySource::env(variable);
+            }
+            if entry.context_window.is_some() {
+                config.context_window = entry.context_window;
             }
             Arc::new(AnthropicEngine::new(config)?)
         }

@@ -38,6 +38,9 @@ pub struct ProviderEntry {
     pub base_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// The model's context window in tokens, when the API does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// A runner destination: which provider, with what config.

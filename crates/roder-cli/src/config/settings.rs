@@ -54,6 +54,7 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
                 kind: ProviderKind::OpenaiResponses,
                 base_url: None,
                 api_key_env: Some("OPENAI_API_KEY".to_string()),
+                context_window: None,
             },
         ),
         (
@@ -62,6 +63,7 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
                 kind: ProviderKind::Anthropic,
                 base_url: None,
                 api_key_env: Some("ANTHROPIC_API_KEY".to_string()),
+                context_window: None,
             },
         ),
     ])
@@ -158,6 +160,9 @@ impl Settings {
                     _ => "missing",
                 };
                 out.push_str(&format!("api_key_env = \"{variable}\"  # {state}\n"));
+            }
+            if let Some(window) = provider.context_window {
+                out.push_str(&format!("context_window = {window}\n"));
             }
         }
         for (name, runner) in &self.runners {
