@@ -20,6 +20,7 @@
 
 mod atomic_file;
 mod event_log;
+mod page;
 pub mod store;
 mod tail;
 mod thread_id;

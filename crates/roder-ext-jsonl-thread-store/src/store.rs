@@ -21,12 +21,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use roder_api::events::EventEnvelope;
-use roder_api::thread::{ThreadMetadata, ThreadStore, ThreadStoreFactory};
+use roder_api::thread::{EventsPage, ThreadMetadata, ThreadStore, ThreadStoreFactory};
 use roder_api::writer_lease::{WriterLease, WriterLeaseOutcome, WriterLeaseRequest};
 
 use crate::atomic_file::{self, Placement};
 use crate::event_log::Batch;
-use crate::{event_log, tail, thread_id, writer_lock};
+use crate::{event_log, page, tail, thread_id, writer_lock};
 
 const METADATA_FILE: &str = "metadata.json";
 const EVENTS_FILE: &str = "events.jsonl";
@@ -242,6 +242,22 @@ impl ThreadStore for JsonlThreadStore {
         let path = self.thread_dir(thread_id)?.join(EVENTS_FILE);
         blocking(move || {
             event_log::read(&path, after_seq)
+                .with_context(|| format!("cannot read `{}`", path.display()))
+        })
+        .await
+    }
+
+    /// Reads the log line by line and stops at the page's end.
+    async fn load_events_page(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> anyhow::Result<EventsPage> {
+        let path = self.thread_dir(thread_id)?.join(EVENTS_FILE);
+        blocking(move || {
+            page::read_page(&path, after_seq, max_items, max_bytes)
                 .with_context(|| format!("cannot read `{}`", path.display()))
         })
         .await
