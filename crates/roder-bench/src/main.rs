@@ -9,6 +9,7 @@ mod app_server;
 mod big_message;
 mod exec_loop;
 mod figure;
+mod long_session;
 mod provision;
 mod provision_worktree;
 mod roder_process;
@@ -26,6 +27,7 @@ const BENCHES: &[&str] = &[
     "app-server",
     "exec-loop",
     "big-message",
+    "long-session",
 ];
 
 #[tokio::main]
@@ -47,6 +49,7 @@ async fn main() -> anyhow::Result<()> {
             "threads" => threads::run().await.context("threads")?,
             "exec-loop" => exec_loop::run().await.context("exec-loop")?,
             "big-message" => big_message::run().await.context("big-message")?,
+            "long-session" => long_session::run().await.context("long-session")?,
             "app-server" => app_server::run().await.context("app-server")?,
             "provision" => provision::run().await.context("provision")?,
             other => anyhow::bail!(

@@ -47,8 +47,10 @@ compacted; the thread's log keeps it whole):\n\n";
 
 /// Share of the threshold kept as recent items, verbatim (in tokens: 1/4).
 const RECENT_SHARE_DIVISOR: u64 = 4;
-/// A compaction aims at half the threshold, so it is not repeated every step.
-const TARGET_SHARE_DIVISOR: u64 = 2;
+/// A compaction aims at 40% of the threshold, so it is not repeated every
+/// step, and stubs of pruned outputs do not pile up: pruning alone that
+/// leaves more is followed by a summary.
+const TARGET_SHARE_PERCENT: u64 = 40;
 /// User messages carried from before the recent window.
 const CARRIED_USER_MESSAGES: usize = 3;
 /// Largest carried user message, in bytes (head and tail kept).
@@ -283,7 +285,7 @@ pub(crate) struct Compaction {
 /// nothing.
 pub(crate) async fn compact(input: CompactionInput<'_>) -> anyhow::Result<Compaction> {
     let tokens_before = estimate_tokens(&input.request);
-    let target = input.threshold / TARGET_SHARE_DIVISOR;
+    let target = input.threshold / 100 * TARGET_SHARE_PERCENT;
     let recent_bytes =
         usize::try_from(input.threshold / RECENT_SHARE_DIVISOR * 4).unwrap_or(usize::MAX);
     let mut transcript = input.request.transcript.clone();
