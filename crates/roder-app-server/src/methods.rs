@@ -86,6 +86,8 @@ methods! {
     ThreadEvents = "thread/events" (ThreadEventsParams) -> ThreadEventsResult => threads::events;
     /// Marks a thread archived (its working directory stays).
     ThreadArchive = "thread/archive" (ThreadIdParams) -> ThreadResult => threads::archive;
+    /// Compacts a thread now; refused as busy while a turn runs; nothing is written if it fails.
+    ThreadCompact = "thread/compact" (ThreadIdParams) -> ThreadCompactResult => threads::compact;
     /// Starts a turn and answers with its id at once; its events arrive as notifications.
     TurnStart = "turn/start" (TurnStartParams) -> TurnStartResult => turns::start;
     /// Interrupts a running turn and answers once it has ended.

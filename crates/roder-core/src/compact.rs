@@ -103,6 +103,9 @@ impl Runtime {
                 },
                 request,
                 threshold,
+                // Without a known threshold the thread's requests were sent
+                // whole: its history fits one summary request.
+                request_budget: limits.threshold.unwrap_or(u64::MAX / 8),
                 trigger: CompactionTrigger::Manual,
                 last_seq,
                 turn_id: None,

@@ -8,9 +8,9 @@ use crate::connection::Context;
 use crate::convert;
 use crate::error::RpcError;
 use crate::protocol::{
-    ThreadEventsParams, ThreadEventsResult, ThreadIdParams, ThreadListParams, ThreadListResult,
-    ThreadReadResult, ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadStartParams,
-    ThreadUnsubscribeResult, WorkdirSelection,
+    ThreadCompactResult, ThreadEventsParams, ThreadEventsResult, ThreadIdParams, ThreadListParams,
+    ThreadListResult, ThreadReadResult, ThreadResult, ThreadResumeParams, ThreadResumeResult,
+    ThreadStartParams, ThreadUnsubscribeResult, WorkdirSelection,
 };
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
@@ -218,6 +218,25 @@ pub(crate) async fn archive(
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
         thread: convert::thread_info(metadata),
+    })
+}
+
+/// Compacts the thread now (`Runtime::compact_thread`): refused while a turn
+/// runs, a transaction otherwise.
+pub(crate) async fn compact(
+    context: &Context,
+    params: ThreadIdParams,
+) -> Result<ThreadCompactResult, RpcError> {
+    let compacted = context
+        .runtime
+        .compact_thread(&params.thread_id)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadCompactResult {
+        summary: compacted.summary,
+        replaced_items: compacted.replaced_items,
+        tokens_before: compacted.tokens_before,
+        tokens_after: compacted.tokens_after,
     })
 }
 

@@ -176,6 +176,20 @@ pub struct ThreadEventsResult {
     pub has_more: bool,
 }
 
+/// What `thread/compact` wrote: the `context_compacted` event's figures
+/// (the event itself reaches subscribers as a `thread/event`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadCompactResult {
+    /// The model's summary, or what pruning removed.
+    pub summary: String,
+    /// Items summarized or pruned.
+    pub replaced_items: u64,
+    /// Estimated tokens (bytes / 4) of the next request, before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
 /// A thread as the protocol shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -268,6 +268,9 @@ pub(crate) struct CompactionInput<'a> {
     pub request: AgentInferenceRequest,
     /// Tokens the compacted request should stay well under.
     pub threshold: u64,
+    /// Tokens one summary request may carry (the threshold in a turn; for a
+    /// manual compaction, the threshold when one is known).
+    pub request_budget: u64,
     pub trigger: CompactionTrigger,
     /// The seq of the thread's last event when the transcript was taken.
     pub last_seq: u64,
@@ -396,7 +399,8 @@ async fn summarize(
         ..input.request.clone()
     };
     let fixed_bytes = usize::try_from(estimate_tokens(&framing) * 4).unwrap_or(usize::MAX);
-    let window_bytes = usize::try_from(input.threshold.saturating_mul(4)).unwrap_or(usize::MAX);
+    let window_bytes =
+        usize::try_from(input.request_budget.saturating_mul(4)).unwrap_or(usize::MAX);
     // Room for the history of one piece: the threshold less the framing, the
     // summary so far and the answer.
     let piece_bytes = window_bytes.saturating_sub(fixed_bytes) / 2;
@@ -406,7 +410,7 @@ async fn summarize(
              compaction threshold ({} tokens) to summarize the history; raise \
              auto_compact_token_limit",
             fixed_bytes / 4,
-            input.threshold
+            input.request_budget
         );
     }
     let item_cap = piece_bytes / 2;

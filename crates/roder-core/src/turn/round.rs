@@ -191,6 +191,7 @@ async fn compact_in_turn(
         },
         request,
         threshold,
+        request_budget: threshold,
         trigger,
         last_seq,
         turn_id: Some(ctx.turn_id()),
