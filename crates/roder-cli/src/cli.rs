@@ -96,6 +96,9 @@ pub enum ThreadsCommand {
     /// Delete a thread (its worktree, if any, is kept; see `roder runners gc`
     /// for its sandbox).
     Delete { thread_id: String },
+    /// Compact a thread now: the model summarizes its older history (or old
+    /// tool outputs are pruned); the full history stays in the log.
+    Compact { thread_id: String },
 }
 
 #[derive(Debug, Subcommand)]

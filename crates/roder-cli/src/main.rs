@@ -63,6 +63,9 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Threads {
             command: ThreadsCommand::Delete { thread_id },
         } => threads_cmd::delete(&settings, &thread_id).await,
+        Command::Threads {
+            command: ThreadsCommand::Compact { thread_id },
+        } => threads_cmd::compact(&settings, &thread_id).await,
         Command::Runners {
             command: RunnersCommand::Gc(args),
         } => runners_cmd::gc(&settings, &args).await,

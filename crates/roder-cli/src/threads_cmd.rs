@@ -1,4 +1,6 @@
 //! `roder threads list|show`: read the store; no model or key needed.
+//! `delete` and `compact` run a runtime (`compact` asks the thread's model
+//! for a summary).
 
 use std::process::ExitCode;
 
@@ -91,5 +93,20 @@ pub async fn delete(settings: &Settings, thread_id: &str) -> anyhow::Result<Exit
     wired.shutdown().await;
     outcome?;
     eprintln!("roder: deleted thread {thread_id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Compacts a thread between turns; prints what it did on stderr.
+pub async fn compact(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCode> {
+    let workspace = std::env::current_dir()?;
+    let wired = wiring::runtime(settings, &workspace, |_| {})?;
+    let outcome = wired.runtime.compact_thread(thread_id).await;
+    wired.shutdown().await;
+    let compacted = outcome?;
+    eprintln!(
+        "roder: compacted thread {thread_id}: {} items replaced, about {} -> {} tokens",
+        compacted.replaced_items, compacted.tokens_before, compacted.tokens_after
+    );
+    println!("{}", compacted.summary);
     Ok(ExitCode::SUCCESS)
 }
