@@ -117,3 +117,33 @@ fn carried_user_messages_are_the_last_three_without_old_summaries() {
     let carried = carried_user_messages(&head);
     assert_eq!(carried, vec![user("two"), user("three"), user("four")]);
 }
+
+/// Every cap over texts mixing 1- to 4-byte characters: no panic, the
+/// result is valid, keeps a head and a tail of the text, and stays near the
+/// cap (head and tail together never exceed it; the note is the overhead).
+#[test]
+fn capping_any_text_at_any_size_is_total_and_bounded() {
+    let alphabet = ['a', 'é', '€', '😀'];
+    for length in 0..40usize {
+        let text: String = (0..length)
+            .map(|i| alphabet[(i * 7 + length) % 4])
+            .collect();
+        for max in 0..=text.len() + 1 {
+            let capped = cap_text(&text, max);
+            if text.len() <= max {
+                assert_eq!(capped, text);
+                continue;
+            }
+            let note_start = capped.find("\n[... ").unwrap();
+            let head = &capped[..note_start];
+            let tail_start = capped.rfind(" ...]\n").unwrap() + " ...]\n".len();
+            let tail = &capped[tail_start..];
+            assert!(text.starts_with(head) && text.ends_with(tail));
+            assert!(
+                head.len() + tail.len() <= max,
+                "{max} {}",
+                head.len() + tail.len()
+            );
+        }
+    }
+}
