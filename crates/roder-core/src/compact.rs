@@ -83,7 +83,7 @@ impl Runtime {
             let current = compaction::estimate_tokens(&request);
             let limits = Limits::resolve(
                 self.config.auto_compact_token_limit,
-                engine.as_ref(),
+                &engine,
                 &model,
                 &self.config.reliability,
             )

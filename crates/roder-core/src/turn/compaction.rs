@@ -224,39 +224,101 @@ const WINDOW_SHARE_PERCENT: u64 = 80;
 
 impl Limits {
     /// `auto_compact_token_limit`, else 80% of the model's context window
-    /// from its engine's `list_models` (asked once per turn, one attempt,
-    /// bounded by a few seconds); neither: never auto-compact.
+    /// from its engine's `list_models` (one attempt, bounded by a few
+    /// seconds; an answer is remembered for the engine's life, a failure is
+    /// asked again next turn); neither: never auto-compact.
     pub async fn resolve(
         limit: Option<u64>,
-        engine: &dyn InferenceEngine,
+        engine: &std::sync::Arc<dyn InferenceEngine>,
         model: &str,
         reliability: &roder_api::inference::ReliabilityConfig,
     ) -> Limits {
-        let once = roder_api::inference::ReliabilityConfig {
-            max_attempts: 1,
-            ..reliability.clone()
-        };
-        let context = roder_api::inference::InferenceProviderContext { reliability: &once };
-        let listed = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            engine.list_models(context),
-        )
-        .await;
-        let window = match listed {
-            Ok(Ok(models)) => models
-                .iter()
-                .find(|descriptor| descriptor.id == model)
-                .and_then(|descriptor| descriptor.context_window),
-            Ok(Err(error)) => {
-                tracing::debug!("could not list models for the context window: {error:#}");
-                None
+        let window = match windows::cached(engine, model) {
+            Some(window) => window,
+            None => {
+                let listed = list_window(engine.as_ref(), model, reliability).await;
+                if let Some(window) = listed {
+                    windows::remember(engine, model, window);
+                }
+                listed.flatten()
             }
-            Err(_) => None,
         };
         Limits {
             threshold: limit.or_else(|| window.map(|window| window / 100 * WINDOW_SHARE_PERCENT)),
             window,
         }
+    }
+}
+
+/// The model's window from `list_models`: `Some(window)` when the engine
+/// answered (a model without a window included), `None` when it failed.
+async fn list_window(
+    engine: &dyn InferenceEngine,
+    model: &str,
+    reliability: &roder_api::inference::ReliabilityConfig,
+) -> Option<Option<u64>> {
+    let once = roder_api::inference::ReliabilityConfig {
+        max_attempts: 1,
+        ..reliability.clone()
+    };
+    let context = roder_api::inference::InferenceProviderContext { reliability: &once };
+    let listed = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        engine.list_models(context),
+    )
+    .await;
+    match listed {
+        Ok(Ok(models)) => Some(
+            models
+                .iter()
+                .find(|descriptor| descriptor.id == model)
+                .and_then(|descriptor| descriptor.context_window),
+        ),
+        Ok(Err(error)) => {
+            tracing::debug!("could not list models for the context window: {error:#}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Context windows an engine listed, per engine instance and model, so a
+/// remote engine is asked once per process, not once per turn. Keyed by the
+/// engine's address and checked against a weak handle: a new engine at a
+/// freed address is asked again.
+mod windows {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    use roder_api::inference::InferenceEngine;
+
+    type Entry = (Weak<dyn InferenceEngine>, Option<u64>);
+
+    fn table() -> std::sync::MutexGuard<'static, HashMap<(usize, String), Entry>> {
+        static TABLE: OnceLock<Mutex<HashMap<(usize, String), Entry>>> = OnceLock::new();
+        TABLE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn key(engine: &Arc<dyn InferenceEngine>, model: &str) -> (usize, String) {
+        (Arc::as_ptr(engine) as *const () as usize, model.to_string())
+    }
+
+    pub fn cached(engine: &Arc<dyn InferenceEngine>, model: &str) -> Option<Option<u64>> {
+        let table = table();
+        let (alive, window) = table.get(&key(engine, model))?;
+        let same = alive
+            .upgrade()
+            .is_some_and(|alive| Arc::ptr_eq(&alive, engine));
+        same.then_some(*window)
+    }
+
+    pub fn remember(engine: &Arc<dyn InferenceEngine>, model: &str, window: Option<u64>) {
+        let mut table = table();
+        table.retain(|_, (alive, _)| alive.strong_count() > 0);
+        table.insert(key(engine, model), (Arc::downgrade(engine), window));
     }
 }
 

@@ -147,3 +147,68 @@ fn capping_any_text_at_any_size_is_total_and_bounded() {
         }
     }
 }
+
+/// An engine that counts `list_models` calls and lists a 10,000-token model.
+struct Listing {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl InferenceEngine for Listing {
+    fn id(&self) -> String {
+        "listing".to_string()
+    }
+
+    fn capabilities(&self) -> roder_api::inference::InferenceCapabilities {
+        roder_api::inference::InferenceCapabilities::coding_agent_default()
+    }
+
+    async fn list_models(
+        &self,
+        _ctx: roder_api::inference::InferenceProviderContext<'_>,
+    ) -> anyhow::Result<Vec<roder_api::inference::ModelDescriptor>> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(vec![roder_api::inference::ModelDescriptor {
+            id: "m".to_string(),
+            display_name: None,
+            context_window: Some(10_000),
+        }])
+    }
+
+    async fn stream_turn(
+        &self,
+        _ctx: InferenceTurnContext<'_>,
+        _request: AgentInferenceRequest,
+    ) -> anyhow::Result<roder_api::inference::InferenceEventStream> {
+        anyhow::bail!("not used")
+    }
+}
+
+#[tokio::test]
+async fn the_window_is_listed_once_per_engine_and_sets_the_default_threshold() {
+    let reliability = roder_api::inference::ReliabilityConfig::default();
+    let listing = std::sync::Arc::new(Listing {
+        calls: Default::default(),
+    });
+    let engine: std::sync::Arc<dyn InferenceEngine> = listing.clone();
+    for _ in 0..3 {
+        let limits = Limits::resolve(None, &engine, "m", &reliability).await;
+        assert_eq!(limits.window, Some(10_000));
+        assert_eq!(limits.threshold, Some(8_000));
+    }
+    assert_eq!(listing.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let limits = Limits::resolve(Some(5_000), &engine, "other", &reliability).await;
+    assert_eq!(
+        limits,
+        Limits {
+            threshold: Some(5_000),
+            window: None
+        }
+    );
+    let other = std::sync::Arc::new(Listing {
+        calls: Default::default(),
+    });
+    let other_engine: std::sync::Arc<dyn InferenceEngine> = other.clone();
+    Limits::resolve(None, &other_engine, "m", &reliability).await;
+    assert_eq!(other.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -33,7 +33,7 @@ pub(crate) async fn run_rounds(
     let tools = policy::offered_tools(ctx.runtime, ctx.plan);
     let limits = Limits::resolve(
         ctx.runtime.config.auto_compact_token_limit,
-        ctx.plan.engine.as_ref(),
+        &ctx.plan.engine,
         &ctx.plan.model,
         &ctx.runtime.config.reliability,
     )
