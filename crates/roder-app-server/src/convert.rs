@@ -61,6 +61,12 @@ pub(crate) fn thread_info(metadata: ThreadMetadata) -> ThreadInfo {
                 .collect(),
         }),
         runner_state: metadata.runner_state.map(runner_state),
+        usage: crate::protocol::ThreadUsage {
+            input_tokens: metadata.usage.input_tokens,
+            cached_input_tokens: metadata.usage.cached_input_tokens,
+            output_tokens: metadata.usage.output_tokens,
+            reasoning_tokens: metadata.usage.reasoning_tokens,
+        },
         archived: metadata.archived,
         created_at: rfc3339(metadata.created_at),
         updated_at: rfc3339(metadata.updated_at),

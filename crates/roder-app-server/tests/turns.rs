@@ -102,6 +102,11 @@ async fn full_turn_with_tool_calls(transport: &str) {
         .await;
     assert_eq!(read["lastSeq"], json!(seqs.len()));
     assert_eq!(read["runningTurnId"], json!(null));
+    // The scripted model reports no tokens: the thread's total says so.
+    assert_eq!(
+        read["thread"]["usage"],
+        json!({"inputTokens": 0, "cachedInputTokens": 0, "outputTokens": 0, "reasoningTokens": 0})
+    );
 }
 
 #[tokio::test]

@@ -207,11 +207,23 @@ pub struct ThreadInfo {
     pub runner: Option<RunnerBindingInfo>,
     /// The runner session last persisted for the thread.
     pub runner_state: Option<RunnerState>,
+    /// Tokens the thread's model requests used so far.
+    pub usage: ThreadUsage,
     pub archived: bool,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+}
+
+/// Token counts, as the model APIs report them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadUsage {
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub reasoning_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
