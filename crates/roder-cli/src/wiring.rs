@@ -67,6 +67,7 @@ pub fn runtime(
         workspace: Some(workspace.display().to_string()),
         sandbox: settings.sandbox.clone(),
         credential_vars: settings.credential_vars(),
+        auto_compact_token_limit: settings.auto_compact_token_limit,
         ..RuntimeConfig::default()
     };
     adjust(&mut config);

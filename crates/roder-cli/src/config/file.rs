@@ -15,6 +15,10 @@ pub struct ConfigFile {
     pub providers: BTreeMap<String, ProviderEntry>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub runners: BTreeMap<String, RunnerEntry>,
+    /// Compact a thread's context when a request would pass this many
+    /// tokens (default: 80% of the model's context window, when known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compact_token_limit: Option<u64>,
     /// How commands are confined (default: enforced, network off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,

@@ -43,6 +43,7 @@ pub struct Settings {
     pub providers: BTreeMap<String, ProviderEntry>,
     pub runners: BTreeMap<String, RunnerEntry>,
     pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
+    pub auto_compact_token_limit: Option<u64>,
 }
 
 /// Providers that need no table.
@@ -113,6 +114,7 @@ impl Settings {
             providers,
             runners: file.runners,
             sandbox: file.sandbox.unwrap_or_default(),
+            auto_compact_token_limit: file.auto_compact_token_limit,
         })
     }
 
@@ -143,6 +145,9 @@ impl Settings {
             "model = \"{}/{}\"  # from {}\n",
             self.model.provider, self.model.model, self.model_source
         ));
+        if let Some(limit) = self.auto_compact_token_limit {
+            out.push_str(&format!("auto_compact_token_limit = {limit}\n"));
+        }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]\n"));
             let kind = match provider.kind {
