@@ -420,7 +420,12 @@ async fn commentary_and_the_final_answer_stay_apart_and_deltas_are_not_stored() 
         !log.iter().any(|envelope| envelope.event.is_transient()),
         "deltas are not persisted"
     );
-    let snapshot = harness.runtime.load_thread(&thread_id).await.unwrap().unwrap();
+    let snapshot = harness
+        .runtime
+        .load_thread(&thread_id)
+        .await
+        .unwrap()
+        .unwrap();
     let messages: Vec<String> = snapshot
         .transcript()
         .into_iter()
@@ -434,10 +439,18 @@ async fn commentary_and_the_final_answer_stay_apart_and_deltas_are_not_stored() 
         vec!["Checking the files.".to_string(), "All good.".to_string()]
     );
     let stored = std::fs::read_to_string(
-        harness.store_dir.path().join(&thread_id).join("events.jsonl"),
+        harness
+            .store_dir
+            .path()
+            .join(&thread_id)
+            .join("events.jsonl"),
     )
     .unwrap();
-    assert_eq!(stored.matches("All good.").count(), 1, "the answer is stored once");
+    assert_eq!(
+        stored.matches("All good.").count(),
+        1,
+        "the answer is stored once"
+    );
     assert_eq!(stored.matches("Checking the files.").count(), 1);
     let seqs: Vec<u64> = log.iter().map(|envelope| envelope.seq).collect();
     let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
