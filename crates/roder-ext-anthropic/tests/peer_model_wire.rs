@@ -32,7 +32,7 @@ use serde_json::Value;
 
 #[tokio::test]
 async fn every_recorded_anthropic_scenario_behaves_as_recorded() {
-    let Some(root) = ModelWireSuite::locate(env!("CARGO_MANIFEST_DIR")) else {
+    let Some(root) = ModelWireSuite::locate_for_test(env!("CARGO_MANIFEST_DIR")) else {
         eprintln!(
             "model-wire peer suite not found beside the workspace (../shared/peer-suites/model-wire); skipping"
         );

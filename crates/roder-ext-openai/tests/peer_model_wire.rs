@@ -40,7 +40,7 @@ async fn every_recorded_chat_scenario_behaves_as_recorded() {
 }
 
 async fn run_api(name: &str, api: Api) {
-    let Some(root) = ModelWireSuite::locate(env!("CARGO_MANIFEST_DIR")) else {
+    let Some(root) = ModelWireSuite::locate_for_test(env!("CARGO_MANIFEST_DIR")) else {
         eprintln!(
             "model-wire peer suite not found beside the workspace (../shared/peer-suites/model-wire); skipping"
         );

@@ -85,18 +85,22 @@ impl ModelWireSuite {
     /// The suite beside the workspace: `<manifest_dir>/../../../shared/
     /// peer-suites/model-wire`, `None` when that folder does not exist (CI
     /// guarantees it does).
-    /// The suite beside the workspace, or `None` when it is absent. With
-    /// `RODER_REQUIRE_PEER_SUITES` set (CI) an absent suite is an error, so
-    /// the tests can never pass by skipping.
+    /// The suite beside the workspace, or `None` when it is absent.
     pub fn locate(manifest_dir: &str) -> Option<PathBuf> {
         let root = Path::new(manifest_dir).join("../../../shared/peer-suites/model-wire");
-        let found = root.join("scenarios.json").is_file();
+        root.join("scenarios.json").is_file().then_some(root)
+    }
+
+    /// [`locate`](Self::locate) for the peer-suite tests: with
+    /// `RODER_REQUIRE_PEER_SUITES` set (CI) an absent suite is a failure, so
+    /// the tests can never pass by skipping.
+    pub fn locate_for_test(manifest_dir: &str) -> Option<PathBuf> {
+        let found = Self::locate(manifest_dir);
         assert!(
-            found || std::env::var_os("RODER_REQUIRE_PEER_SUITES").is_none(),
-            "RODER_REQUIRE_PEER_SUITES is set but the model-wire peer suite is not at {}",
-            root.display()
+            found.is_some() || std::env::var_os("RODER_REQUIRE_PEER_SUITES").is_none(),
+            "RODER_REQUIRE_PEER_SUITES is set but the model-wire peer suite is not beside {manifest_dir}"
         );
-        found.then_some(root)
+        found
     }
 
     pub fn load(root: &Path) -> anyhow::Result<Self> {
