@@ -1,7 +1,7 @@
 //! Starting one confined command: on its spawner thread (enforced), or
 //! directly with a filtered environment (`mode = "none"`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -33,7 +33,8 @@ pub(crate) async fn spawn(
 ) -> io::Result<Supervised> {
     if !confinement.enforced() {
         let env = confinement.command_env(&spec.env, &spec.env_remove, None);
-        let mut command = tokio::process::Command::new(&spec.program);
+        let search_path = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+        let mut command = tokio::process::Command::new(on_path(&spec.program, &search_path));
         command
             .args(&spec.args)
             .current_dir(&spec.cwd)
@@ -109,13 +110,14 @@ fn job(
         }
         let _runtime = runtime.enter();
         let mut command = if bubblewrap {
-            let mut command = tokio::process::Command::new(bwrap::BWRAP);
+            let mut command =
+                tokio::process::Command::new(on_path(OsStr::new(bwrap::BWRAP), &search_path));
             command
                 .args(bwrap::args(&spawner.roots, network, &cwd))
                 .arg(&program);
             command
         } else {
-            tokio::process::Command::new(&program)
+            tokio::process::Command::new(on_path(&program, &search_path))
         };
         command
             .args(&args)
@@ -136,6 +138,26 @@ fn job(
     }))
 }
 
+/// `program` as a path: a bare name is looked up in `search_path` (the
+/// command's own `PATH`) here, because std falls back from `posix_spawn` to
+/// a fork of Roder (milliseconds with a large heap) when it must search a
+/// `PATH` the command's environment replaced. A name found nowhere is left
+/// as it is, so the spawn fails with "not found" as before.
+fn on_path(program: &OsStr, search_path: &OsStr) -> OsString {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    if program.as_bytes().contains(&b'/') || program.is_empty() {
+        return program.to_os_string();
+    }
+    std::env::split_paths(search_path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .map_or_else(|| program.to_os_string(), PathBuf::into_os_string)
+}
+
 /// A missing `bwrap` is named as such, with the package to install. Runs on
 /// the spawner thread (it searches `PATH`).
 fn named(error: io::Error, bubblewrap: bool, search_path: &std::ffi::OsStr) -> io::Error {
@@ -151,4 +173,26 @@ fn named(error: io::Error, bubblewrap: bool, search_path: &std::ffi::OsStr) -> i
         ));
     }
     error
+}
+
+#[cfg(test)]
+mod on_path_tests {
+    use super::*;
+
+    #[test]
+    fn bare_names_are_found_on_the_commands_path_and_paths_kept() {
+        let found = on_path(OsStr::new("sh"), OsStr::new("/nonexistent:/bin:/usr/bin"));
+        assert!(
+            PathBuf::from(&found).is_absolute(),
+            "sh resolves to a path: {found:?}"
+        );
+        assert_eq!(
+            on_path(OsStr::new("./x"), OsStr::new("/bin")),
+            OsString::from("./x")
+        );
+        assert_eq!(
+            on_path(OsStr::new("no-such-program-here"), OsStr::new("/bin")),
+            OsString::from("no-such-program-here")
+        );
+    }
 }
