@@ -71,6 +71,16 @@ pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
             _ = deadline => Ending::DeadlineExceeded,
             result = &mut body => match result {
                 Ok(success) => Ending::Completed(success),
+                // Cancelled from another thread while the body was being
+                // polled: the work saw it first and stopped with an error,
+                // but the turn was interrupted (or ran out of time).
+                Err(_) if plan.active.cancellation.is_cancelled() => {
+                    if plan.deadline.remaining().is_some_and(|left| left.is_zero()) {
+                        Ending::DeadlineExceeded
+                    } else {
+                        Ending::Interrupted
+                    }
+                }
                 Err(error) => Ending::Failed(format!("{error:#}")),
             },
         };
