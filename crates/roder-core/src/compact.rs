@@ -6,17 +6,12 @@
 //! through the writer lease), and a transaction: nothing is written unless
 //! the new transcript is complete.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use roder_api::events::{CompactionTrigger, ContextCompacted, RoderEvent, UsageUpdated};
 use roder_api::inference::{AgentInferenceRequest, InferenceTurnContext, TokenUsage};
-use tokio_util::sync::CancellationToken;
 
-use crate::error::RuntimeError;
 use crate::runner::state::update_metadata;
 use crate::runtime::Runtime;
-use crate::threads::{ActiveTurn, ThreadState};
+use crate::threads::ThreadState;
 use crate::turn::compaction::{self, CompactionInput, Limits};
 
 impl Runtime {
@@ -40,18 +35,7 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| self.config.default_model.clone());
         let compaction_id = format!("compaction-{}", uuid::Uuid::new_v4());
-        let active = ActiveTurn {
-            turn_id: compaction_id.clone(),
-            cancellation: CancellationToken::new(),
-            finished: Arc::new(tokio::sync::Notify::new()),
-            done: Arc::new(AtomicBool::new(false)),
-        };
-        thread
-            .claim(active.clone())
-            .map_err(|running| RuntimeError::ThreadBusy {
-                thread_id: thread_id.to_string(),
-                turn_id: running.turn_id,
-            })?;
+        let active = thread.claim_new(compaction_id.clone())?;
         // Freed however this ends, a dropped future included.
         let _claim = Claim {
             thread: &thread,

@@ -99,6 +99,23 @@ impl ThreadState {
             .clone()
     }
 
+    /// Claims the thread for new work `turn_id` (a turn, a compaction), or
+    /// says which turn holds it.
+    pub fn claim_new(&self, turn_id: String) -> Result<ActiveTurn, crate::error::RuntimeError> {
+        let active = ActiveTurn {
+            turn_id,
+            cancellation: CancellationToken::new(),
+            finished: Arc::new(tokio::sync::Notify::new()),
+            done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        };
+        self.claim(active.clone())
+            .map_err(|running| crate::error::RuntimeError::ThreadBusy {
+                thread_id: self.thread_id.clone(),
+                turn_id: running.turn_id,
+            })?;
+        Ok(active)
+    }
+
     /// Claims the thread for a new turn, or returns the turn already running.
     pub fn claim(&self, turn: ActiveTurn) -> Result<(), ActiveTurn> {
         let mut active = self

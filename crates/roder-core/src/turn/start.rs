@@ -2,13 +2,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use roder_api::events::{RoderEvent, TranscriptItemAppended, TurnStarted};
 use roder_api::inference::RuntimeProfile;
 use roder_api::thread::ThreadMetadata;
 use roder_api::transcript::TranscriptItem;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::RuntimeError;
 use crate::requests::StartTurnRequest;
@@ -48,18 +47,7 @@ impl Runtime {
             anyhow::bail!("inference provider \"{provider}\" does not accept images");
         }
         let turn_id = uuid::Uuid::new_v4().to_string();
-        let active = ActiveTurn {
-            turn_id: turn_id.clone(),
-            cancellation: CancellationToken::new(),
-            finished: Arc::new(tokio::sync::Notify::new()),
-            done: Arc::new(AtomicBool::new(false)),
-        };
-        thread
-            .claim(active.clone())
-            .map_err(|running| RuntimeError::ThreadBusy {
-                thread_id: request.thread_id.clone(),
-                turn_id: running.turn_id,
-            })?;
+        let active = thread.claim_new(turn_id.clone())?;
         match self
             .plan_turn(&thread, metadata, request, provider, engine, active)
             .await
