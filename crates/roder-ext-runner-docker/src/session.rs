@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use anyhow::bail;
 use bollard::Docker;
-use bollard::models::ContainerConfig;
-use bollard::query_parameters::CommitContainerOptionsBuilder;
 use roder_api::remote_runner::{
     RemoteRunnerSession, RunnerCommandId, RunnerCommandRequest, RunnerCommandResult,
     RunnerFileReadRequest, RunnerFileReadResult, RunnerFileWriteRequest, RunnerPortRequest,
@@ -343,24 +341,15 @@ impl RemoteRunnerSession for DockerSession {
             snapshot::commit_with_workspace(docker, &inspect, &self.workdir, &tag, image_labels)
                 .await
         } else {
-            let options = CommitContainerOptionsBuilder::default()
-                .container(&self.container_id)
-                .repo(SNAPSHOT_REPOSITORY)
-                .tag(&tag)
-                .comment("roder docker runner snapshot")
-                .pause(true)
-                .build();
-            docker
-                .commit_container(
-                    options,
-                    ContainerConfig {
-                        labels: Some(image_labels),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map(|committed| committed.id)
-                .map_err(|error| anyhow::anyhow!("{}", message_of(&error)))
+            snapshot::commit(
+                docker,
+                &self.container_id,
+                &tag,
+                "roder docker runner snapshot",
+                true,
+                image_labels,
+            )
+            .await
         }
         .map_err(|error| {
             anyhow::anyhow!("cannot snapshot container {}: {error:#}", self.short_id())

@@ -97,23 +97,15 @@ pub async fn commit_with_workspace(
                 labels::SNAPSHOT_WORKSPACE.to_string(),
                 format!("{SAVED_WORKSPACES}/{name}"),
             );
-            let options = CommitContainerOptionsBuilder::default()
-                .container(&helper)
-                .repo(SNAPSHOT_REPOSITORY)
-                .tag(tag)
-                .comment("roder docker runner snapshot (workspace saved in the image)")
-                .build();
-            docker
-                .commit_container(
-                    options,
-                    ContainerConfig {
-                        labels: Some(image_labels),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map(|committed| committed.id)
-                .map_err(|error| anyhow::anyhow!("{}", message_of(&error)))
+            commit(
+                docker,
+                &helper,
+                tag,
+                "roder docker runner snapshot (workspace saved in the image)",
+                false,
+                image_labels,
+            )
+            .await
         }
         Err(error) => Err(error),
     };
@@ -191,4 +183,34 @@ fn directory_tar(name: &str) -> anyhow::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     builder.append_data(&mut header, format!("{name}/"), std::io::empty())?;
     Ok(builder.into_inner()?)
+}
+
+/// Commits `container` as `roder-snapshot:<tag>` with `image_labels`; the
+/// image id, or the daemon's message.
+pub async fn commit(
+    docker: &Docker,
+    container: &str,
+    tag: &str,
+    comment: &str,
+    pause: bool,
+    image_labels: HashMap<String, String>,
+) -> anyhow::Result<String> {
+    let options = CommitContainerOptionsBuilder::default()
+        .container(container)
+        .repo(SNAPSHOT_REPOSITORY)
+        .tag(tag)
+        .comment(comment)
+        .pause(pause)
+        .build();
+    docker
+        .commit_container(
+            options,
+            ContainerConfig {
+                labels: Some(image_labels),
+                ..Default::default()
+            },
+        )
+        .await
+        .map(|committed| committed.id)
+        .map_err(|error| anyhow::anyhow!("{}", message_of(&error)))
 }
