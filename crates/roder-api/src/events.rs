@@ -47,6 +47,10 @@ pub enum RoderEvent {
     TurnFailed(TurnFailed),
     TurnInterrupted(TurnInterrupted),
     TurnDeadlineExceeded(TurnDeadlineExceeded),
+    WorkspaceCheckpointed(crate::checkpoint::WorkspaceCheckpointed),
+    WorkspaceCheckpointFailed(crate::checkpoint::WorkspaceCheckpointFailed),
+    ThreadRolledBack(crate::checkpoint::ThreadRolledBack),
+    ThreadForked(crate::checkpoint::ThreadForked),
 }
 
 impl RoderEvent {

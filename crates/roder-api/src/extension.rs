@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::checkpoint::WorkspaceCheckpointer;
 use crate::inference::InferenceEngine;
 use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
 use crate::sandbox_policy::ProtectionReport;
@@ -22,6 +23,7 @@ pub struct ExtensionRegistryBuilder {
     tool_contributors: Vec<Arc<dyn ToolContributor>>,
     workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     protection_reports: Vec<Arc<dyn ProtectionReport>>,
+    workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -74,6 +76,16 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// Checkpoints of some kind of workspace, for rollback and fork. The
+    /// first installed that handles a workspace is its checkpointer.
+    pub fn workspace_checkpointer(
+        &mut self,
+        checkpointer: Arc<dyn WorkspaceCheckpointer>,
+    ) -> &mut Self {
+        self.workspace_checkpointers.push(checkpointer);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -112,6 +124,7 @@ impl ExtensionRegistryBuilder {
             tool_contributors: self.tool_contributors,
             workdir_materializer: self.workdir_materializer,
             protection_reports: self.protection_reports,
+            workspace_checkpointers: self.workspace_checkpointers,
         })
     }
 }
@@ -125,4 +138,5 @@ pub struct ExtensionRegistry {
     pub tool_contributors: Vec<Arc<dyn ToolContributor>>,
     pub workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     pub protection_reports: Vec<Arc<dyn ProtectionReport>>,
+    pub workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
 }

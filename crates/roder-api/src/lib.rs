@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod catalog;
+pub mod checkpoint;
 pub mod command_shell;
 pub mod deadline;
 pub mod events;

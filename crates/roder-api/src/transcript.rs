@@ -76,6 +76,11 @@ pub fn apply_event(transcript: &mut Vec<TranscriptItem>, event: &crate::events::
             transcript.clear();
             transcript.extend(compacted.transcript.iter().cloned());
         }
+        // A rollback or a fork carries the conversation from there on.
+        RoderEvent::ThreadRolledBack(rolled_back) => {
+            transcript.clone_from(&rolled_back.transcript);
+        }
+        RoderEvent::ThreadForked(forked) => transcript.clone_from(&forked.transcript),
         RoderEvent::TurnCompleted(completed) => {
             let Some(answer) = completed
                 .final_message
