@@ -628,3 +628,72 @@ async fn a_turn_left_open_by_a_dead_process_is_closed_before_the_next_one() {
     let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
     assert_eq!(seqs, expected);
 }
+
+/// An engine whose request cancels the turn and fails in the same poll: the
+/// turn's work sees the cancellation before the driver does.
+struct CancelsItsOwnTurn;
+
+#[async_trait::async_trait]
+impl roder_api::inference::InferenceEngine for CancelsItsOwnTurn {
+    fn id(&self) -> roder_api::extension::InferenceEngineId {
+        roder_api::catalog::PROVIDER_MOCK.to_string()
+    }
+
+    fn capabilities(&self) -> roder_api::inference::InferenceCapabilities {
+        roder_api::inference::InferenceCapabilities::coding_agent_default()
+    }
+
+    async fn list_models(
+        &self,
+        _ctx: roder_api::inference::InferenceProviderContext<'_>,
+    ) -> anyhow::Result<Vec<roder_api::inference::ModelDescriptor>> {
+        Ok(Vec::new())
+    }
+
+    async fn stream_turn(
+        &self,
+        ctx: roder_api::inference::InferenceTurnContext<'_>,
+        _request: roder_api::inference::AgentInferenceRequest,
+    ) -> anyhow::Result<roder_api::inference::InferenceEventStream> {
+        ctx.cancellation.cancel();
+        anyhow::bail!("stopped: the turn was cancelled")
+    }
+}
+
+#[tokio::test]
+async fn work_that_stops_on_a_cancellation_before_the_driver_sees_it_ends_interrupted() {
+    let store = tempfile::tempdir().unwrap();
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(Arc::new(CancelsItsOwnTurn));
+    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+        base_path: store.path().to_path_buf(),
+    }));
+    let runtime =
+        Arc::new(Runtime::new(builder.build().unwrap(), RuntimeConfig::default()).unwrap());
+    let thread = runtime
+        .create_thread_with(CreateThreadRequest::in_workspace("/tmp"))
+        .await
+        .unwrap();
+    let mut events = runtime.subscribe_events();
+    runtime
+        .start_turn(StartTurnRequest::new(&thread.thread_id, "go"))
+        .await
+        .unwrap();
+    // The driver once polled the finished work again here and panicked,
+    // leaving the thread claimed with no terminal event.
+    let seen = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        until_turn_ends(&mut events, &thread.thread_id),
+    )
+    .await
+    .expect("the turn ends");
+    assert!(
+        matches!(seen.last().unwrap().event, RoderEvent::TurnInterrupted(_)),
+        "{:?}",
+        seen.last()
+    );
+    runtime
+        .start_turn(StartTurnRequest::new(&thread.thread_id, "again"))
+        .await
+        .expect("the thread accepts the next turn");
+}

@@ -43,6 +43,24 @@ impl Ending {
     }
 }
 
+/// How a turn ends whose body returned `result`.
+fn body_ending(result: anyhow::Result<TurnSuccess>, plan: &TurnPlan) -> Ending {
+    match result {
+        Ok(success) => Ending::Completed(success),
+        // Cancelled from another thread while the body was being polled: the
+        // work saw it first and stopped with an error, but the turn was
+        // interrupted (or ran out of time).
+        Err(_) if plan.active.cancellation.is_cancelled() => {
+            if plan.deadline.remaining().is_some_and(|left| left.is_zero()) {
+                Ending::DeadlineExceeded
+            } else {
+                Ending::Interrupted
+            }
+        }
+        Err(error) => Ending::Failed(format!("{error:#}")),
+    }
+}
+
 pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
     let open_calls = OpenCalls::default();
     let ctx = TurnContext::new(&runtime, &plan);
@@ -65,26 +83,19 @@ pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
                 None => std::future::pending().await,
             }
         };
+        // Whether the body is still unfinished, so it is polled again only
+        // then: a finished future must never be polled twice.
+        let mut unfinished = true;
         let ending = tokio::select! {
             biased;
             _ = plan.active.cancellation.cancelled() => Ending::Interrupted,
             _ = deadline => Ending::DeadlineExceeded,
-            result = &mut body => match result {
-                Ok(success) => Ending::Completed(success),
-                // Cancelled from another thread while the body was being
-                // polled: the work saw it first and stopped with an error,
-                // but the turn was interrupted (or ran out of time).
-                Err(_) if plan.active.cancellation.is_cancelled() => {
-                    if plan.deadline.remaining().is_some_and(|left| left.is_zero()) {
-                        Ending::DeadlineExceeded
-                    } else {
-                        Ending::Interrupted
-                    }
-                }
-                Err(error) => Ending::Failed(format!("{error:#}")),
-            },
+            result = &mut body => {
+                unfinished = false;
+                body_ending(result, &plan)
+            }
         };
-        if matches!(ending, Ending::Interrupted | Ending::DeadlineExceeded) {
+        if unfinished {
             // Let the work see the cancellation and clean up, then drop it.
             plan.active.cancellation.cancel();
             let _ = tokio::time::timeout(CANCEL_GRACE, &mut body).await;
