@@ -1,0 +1,321 @@
+//! One MCP server's connection: started once, shared by every call, and
+//! started again on the next call after it died.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject, Tool,
+};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::config::{McpServerConfig, McpTransport, Placement};
+use crate::stdio;
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// A connected server.
+struct Live {
+    client: Client,
+    /// Stdio servers: cancelled when the process exited.
+    exited: Option<CancellationToken>,
+    /// Stdio servers: dropping it kills the process group.
+    _process: Option<DropGuard>,
+    pid: Option<u32>,
+    /// Which start this is, so a call that saw one connection die does not
+    /// throw away a newer one.
+    generation: u64,
+}
+
+impl Live {
+    fn is_alive(&self) -> bool {
+        !self.client.is_closed()
+            && !self.client.peer().is_transport_closed()
+            && !self
+                .exited
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+    }
+}
+
+/// The connection's state: a server is connected or it is not (never
+/// started, failed to start, or died); the next call starts one that is not.
+enum Slot {
+    Down { starts: u64 },
+    Up(Arc<Live>),
+}
+
+/// Why a call got no result from the server.
+#[derive(Debug)]
+pub enum CallFailure {
+    /// The server could not be started (or restarted) for this call.
+    Start(anyhow::Error),
+    /// The server did not answer within the call's time.
+    Timeout(std::time::Duration),
+    /// The connection closed during the call: the server died.
+    Died(String),
+    /// The server answered with a protocol error (unknown tool, bad params).
+    Protocol(String),
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallFailure::Start(error) => write!(f, "{error:#}"),
+            CallFailure::Timeout(timeout) => {
+                write!(f, "no answer within {} s", timeout.as_secs_f64())
+            }
+            CallFailure::Died(reason) => write!(
+                f,
+                "the server's connection closed during the call ({reason}); it is started again on the next call"
+            ),
+            CallFailure::Protocol(message) => write!(f, "the server refused the call: {message}"),
+        }
+    }
+}
+
+/// One server, shared by all of its tools.
+pub struct McpConnection {
+    config: McpServerConfig,
+    /// Where a stdio server starts unless it names its own directory.
+    cwd: PathBuf,
+    slot: tokio::sync::Mutex<Slot>,
+}
+
+impl McpConnection {
+    /// A connection that starts on its first use.
+    pub fn new(config: McpServerConfig, cwd: PathBuf) -> Self {
+        Self {
+            config,
+            cwd,
+            slot: tokio::sync::Mutex::new(Slot::Down { starts: 0 }),
+        }
+    }
+
+    pub fn config(&self) -> &McpServerConfig {
+        &self.config
+    }
+
+    /// Starts the server if it is not running and lists its tools, all
+    /// within the start-up timeout.
+    pub async fn list_tools(&self) -> anyhow::Result<Vec<Tool>> {
+        let live = self.live().await?;
+        let timeout = self.config.startup_timeout;
+        let tools = tokio::time::timeout(timeout, live.client.peer().list_all_tools())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "MCP server \"{}\" did not list its tools within {} s",
+                    self.config.name,
+                    timeout.as_secs_f64()
+                )
+            })?
+            .with_context(|| {
+                format!(
+                    "MCP server \"{}\" could not list its tools",
+                    self.config.name
+                )
+            })?;
+        Ok(tools)
+    }
+
+    /// Calls `tool` (the server's own name for it), starting the server
+    /// first if it is down. A call during which the connection closes marks
+    /// the server down; it is not retried, since it may have had effects.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        timeout: std::time::Duration,
+    ) -> Result<CallToolResult, CallFailure> {
+        let live = self.live().await.map_err(CallFailure::Start)?;
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let outcome = tokio::time::timeout(timeout, live.client.peer().call_tool(params)).await;
+        match outcome {
+            Err(_) => Err(CallFailure::Timeout(timeout)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(error))) => {
+                Err(CallFailure::Protocol(error.message.to_string()))
+            }
+            Ok(Err(error)) => {
+                if !live.is_alive()
+                    || matches!(
+                        error,
+                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                    )
+                {
+                    self.mark_down(live.generation).await;
+                    Err(CallFailure::Died(error.to_string()))
+                } else {
+                    Err(CallFailure::Protocol(error.to_string()))
+                }
+            }
+        }
+    }
+
+    /// Stops the server now (tests, shutdown); the next call starts it again.
+    pub async fn stop(&self) {
+        let mut slot = self.slot.lock().await;
+        if let Slot::Up(live) = &*slot {
+            let starts = live.generation;
+            *slot = Slot::Down { starts };
+        }
+    }
+
+    /// Whether a connection is up and alive now.
+    pub async fn is_up(&self) -> bool {
+        matches!(&*self.slot.lock().await, Slot::Up(live) if live.is_alive())
+    }
+
+    /// Returns once the running stdio server's process has exited (at once
+    /// if none is running): tests that kill a server wait on this.
+    pub async fn exited(&self) {
+        let exited = match &*self.slot.lock().await {
+            Slot::Up(live) => live.exited.clone(),
+            Slot::Down { .. } => None,
+        };
+        if let Some(exited) = exited {
+            exited.cancelled().await;
+        }
+    }
+
+    /// The process id of the running stdio server (tests kill it).
+    pub async fn process_id(&self) -> Option<u32> {
+        match &*self.slot.lock().await {
+            Slot::Up(live) if live.is_alive() => live.pid,
+            _ => None,
+        }
+    }
+
+    async fn mark_down(&self, generation: u64) {
+        let mut slot = self.slot.lock().await;
+        if let Slot::Up(live) = &*slot
+            && live.generation == generation
+        {
+            *slot = Slot::Down { starts: generation };
+        }
+    }
+
+    /// The running connection, started (once, whoever asks at the same time)
+    /// if there is none or the last one died.
+    async fn live(&self) -> anyhow::Result<Arc<Live>> {
+        let mut slot = self.slot.lock().await;
+        let starts = match &*slot {
+            Slot::Up(live) if live.is_alive() => return Ok(live.clone()),
+            Slot::Up(live) => {
+                tracing::warn!(server = %self.config.name, "MCP server is down; starting it again");
+                live.generation
+            }
+            Slot::Down { starts } => *starts,
+        };
+        let generation = starts + 1;
+        // A failed start leaves the slot down: the next call tries again.
+        *slot = Slot::Down { starts: generation };
+        let live = Arc::new(self.connect(generation).await?);
+        *slot = Slot::Up(live.clone());
+        Ok(live)
+    }
+
+    async fn connect(&self, generation: u64) -> anyhow::Result<Live> {
+        let name = &self.config.name;
+        if self.config.placement == Placement::Runner {
+            anyhow::bail!(
+                "MCP server \"{name}\": placement = \"runner\" is not supported yet (use placement = \"host\")"
+            );
+        }
+        let timeout = self.config.startup_timeout;
+        let handshake = client_config();
+        match &self.config.transport {
+            McpTransport::Stdio(server) => {
+                let child = stdio::spawn(name, server, &self.cwd).await?;
+                let tail = child.stderr_tail.clone();
+                let started =
+                    tokio::time::timeout(timeout, handshake.serve((child.reader, child.writer)))
+                        .await;
+                let client = match started {
+                    Ok(Ok(client)) => client,
+                    failed => {
+                        let reason = match failed {
+                            Err(_) => format!(
+                                "no answer to initialize within {} s",
+                                timeout.as_secs_f64()
+                            ),
+                            Ok(Err(error)) => error.to_string(),
+                            Ok(Ok(_)) => String::new(),
+                        };
+                        tracing::warn!(
+                            server = %name,
+                            "MCP server failed to start: {reason}; its last stderr lines:\n{}",
+                            tail.text()
+                        );
+                        anyhow::bail!(
+                            "MCP server \"{name}\" (`{}`) failed to start: {reason} (its stderr is in Roder's log)",
+                            server.command
+                        );
+                    }
+                };
+                Ok(Live {
+                    client,
+                    exited: Some(child.exited),
+                    _process: Some(child.guard),
+                    pid: child.pid,
+                    generation,
+                })
+            }
+            McpTransport::Http(server) => {
+                let mut transport_config =
+                    StreamableHttpClientTransportConfig::with_uri(server.url.clone());
+                if let Some(variable) = &server.bearer_token_env {
+                    let token = std::env::var(variable)
+                        .ok()
+                        .filter(|token| !token.is_empty());
+                    let Some(token) = token else {
+                        anyhow::bail!(
+                            "MCP server \"{name}\": the bearer token variable {variable} is not set"
+                        );
+                    };
+                    transport_config = transport_config.auth_header(token);
+                }
+                let transport = StreamableHttpClientTransport::from_config(transport_config);
+                let client = tokio::time::timeout(timeout, handshake.serve(transport))
+                    .await
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "MCP server \"{name}\" at {} did not answer initialize within {} s",
+                            server.url,
+                            timeout.as_secs_f64()
+                        )
+                    })?
+                    .map_err(|error| {
+                        anyhow::anyhow!(
+                            "MCP server \"{name}\" at {} failed to start: {error}",
+                            server.url
+                        )
+                    })?;
+                Ok(Live {
+                    client,
+                    exited: None,
+                    _process: None,
+                    pid: None,
+                    generation,
+                })
+            }
+        }
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("roder", env!("CARGO_PKG_VERSION")),
+    )
+}
