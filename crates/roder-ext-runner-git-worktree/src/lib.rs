@@ -30,6 +30,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod checkpointer;
 mod config;
 mod export;
 mod git;
@@ -45,12 +46,16 @@ mod provider;
 mod record;
 mod removal;
 mod session;
+mod snapshot;
 mod source;
 
+pub use checkpointer::{CHECKPOINTER_ID, GitCheckpointer};
 pub use materializer::GitWorktreeMaterializer;
 pub use provider::{GitWorktreeRunnerProvider, PROVIDER_ID};
 pub use session::GitWorktreeSession;
 
+#[cfg(test)]
+mod checkpointer_tests;
 #[cfg(test)]
 mod confinement_tests;
 #[cfg(test)]
