@@ -1,0 +1,138 @@
+//! Following a thread from another replica over LISTEN/NOTIFY, with cursor
+//! replay, against a real PostgreSQL; including a listener whose
+//! connection the server kills mid-stream.
+
+use std::time::Duration;
+
+use roder_api::events::EventEnvelope;
+use roder_api::thread::ThreadStore;
+
+use crate::test_fixtures::*;
+use crate::{PostgresThreadStore, ThreadFollower};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn next_n(follower: &mut ThreadFollower, n: usize) -> Vec<EventEnvelope> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let envelope = tokio::time::timeout(WAIT, follower.next())
+            .await
+            .expect("no event in time")
+            .unwrap();
+        got.push(envelope);
+    }
+    got
+}
+
+/// Nothing more arrives (the log has no more events): the follower's next
+/// read returns only after this append.
+async fn assert_next_is(follower: &mut ThreadFollower, writer: &PostgresThreadStore, seq: u64) {
+    writer
+        .append_events("t1", &events("t1", seq..=seq))
+        .await
+        .unwrap();
+    let got = next_n(follower, 1).await;
+    assert_eq!(seqs(&got), [seq], "nothing doubled, nothing skipped");
+}
+
+#[tokio::test]
+async fn a_replica_follows_appends_of_another_live_and_replays_from_a_cursor() {
+    let Some((cluster, writer)) = setup().await else {
+        return;
+    };
+    let reader = replica(&cluster).await;
+    writer
+        .append_events("t1", &events("t1", 1..=3))
+        .await
+        .unwrap();
+
+    let mut follower = reader.follow("t1", 0).await.unwrap();
+    assert_eq!(
+        seqs(&next_n(&mut follower, 3).await),
+        [1, 2, 3],
+        "replay first"
+    );
+
+    // Live: appended by the other replica while this one waits.
+    let appending = {
+        let writer = writer.clone();
+        tokio::spawn(async move {
+            for seq in 4..=40 {
+                writer
+                    .append_events("t1", &events("t1", seq..=seq))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let live = next_n(&mut follower, 37).await;
+    appending.await.unwrap();
+    assert_eq!(live, events("t1", 4..=40));
+    assert_eq!(follower.cursor(), 40);
+
+    // A client that reconnects with the last seq it saw gets the rest once.
+    drop(follower);
+    writer
+        .append_events("t1", &events("t1", 41..=45))
+        .await
+        .unwrap();
+    let mut again = reader.follow("t1", 40).await.unwrap();
+    assert_eq!(seqs(&next_n(&mut again, 5).await), [41, 42, 43, 44, 45]);
+    assert_next_is(&mut again, &writer, 46).await;
+}
+
+#[tokio::test]
+async fn followers_of_other_threads_are_not_woken() {
+    let Some((cluster, writer)) = setup().await else {
+        return;
+    };
+    let reader = replica(&cluster).await;
+    let mut quiet = reader.follow("other", 0).await.unwrap();
+    let mut busy = reader.follow("t1", 0).await.unwrap();
+    writer
+        .append_events("t1", &events("t1", 1..=5))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&next_n(&mut busy, 5).await), [1, 2, 3, 4, 5]);
+    // The quiet follower's wake-up was never touched.
+    assert!(!quiet.wake.has_changed().unwrap());
+    writer
+        .append_events("other", &events("other", 1..=1))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(WAIT, quiet.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, event("other", 1));
+}
+
+#[tokio::test]
+async fn a_lost_listener_connection_loses_no_event() {
+    let Some((cluster, writer)) = setup().await else {
+        return;
+    };
+    let reader = replica(&cluster).await;
+    let mut follower = reader.follow("t1", 0).await.unwrap();
+    writer
+        .append_events("t1", &events("t1", 1..=2))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&next_n(&mut follower, 2).await), [1, 2]);
+
+    // The server drops the listener's connection (a failover, a proxy
+    // timeout): events appended meanwhile must still arrive.
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'",
+    )
+    .fetch_all(writer.pool())
+    .await
+    .unwrap();
+    assert_eq!(killed, [true], "one listener connection");
+    writer
+        .append_events("t1", &events("t1", 3..=6))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&next_n(&mut follower, 4).await), [3, 4, 5, 6]);
+    assert_next_is(&mut follower, &writer, 7).await;
+}
