@@ -1,0 +1,198 @@
+//! A server written with the `mcp` SDK over stdio: how each kind of result
+//! reaches the model (images noted, structured content kept, `isError`),
+//! that its stderr and Roder's environment never reach the model, and that
+//! a server that cannot start is an error result, not an error.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use roder_ext_mcp::{McpServerConfig, McpToolSource, McpTransport, ServerStatus};
+
+fn toy() -> McpServerConfig {
+    let script = support::toy_server();
+    McpServerConfig::stdio("toy", "python3", &[script.to_str().unwrap(), "stdio"])
+}
+
+#[tokio::test]
+async fn each_kind_of_result_maps_to_a_tool_result() {
+    if !support::have_sdk() {
+        return;
+    }
+    let source = McpToolSource::start(vec![toy()], Path::new("."))
+        .await
+        .unwrap();
+    assert!(
+        matches!(source.statuses()[0].1, ServerStatus::Ready { tools: 7 }),
+        "{:?}",
+        source.statuses()
+    );
+
+    let echo = support::call(&source, "mcp__toy__echo", serde_json::json!({"text": "hi"})).await;
+    assert!(!echo.is_error, "{}", echo.text);
+    assert_eq!(echo.text, "echo: hi");
+
+    let picture = support::call(&source, "mcp__toy__picture", serde_json::json!({})).await;
+    assert!(!picture.is_error, "{}", picture.text);
+    assert!(picture.text.contains("a red pixel"), "{}", picture.text);
+    assert!(
+        picture.text.contains("[image: image/png"),
+        "{}",
+        picture.text
+    );
+    assert!(!picture.text.contains("iVBOR"), "{}", picture.text);
+    assert_eq!(picture.data["media"][0]["mime_type"], "image/png");
+
+    let measured = support::call(
+        &source,
+        "mcp__toy__measure",
+        serde_json::json!({"text": "one two three"}),
+    )
+    .await;
+    assert!(!measured.is_error, "{}", measured.text);
+    assert_eq!(measured.data["structured_content"]["words"], 3);
+    assert_eq!(measured.data["structured_content"]["length"], 13);
+
+    let failed = support::call(
+        &source,
+        "mcp__toy__fail",
+        serde_json::json!({"message": "the disk is on fire"}),
+    )
+    .await;
+    assert!(failed.is_error);
+    assert!(
+        failed.text.contains("the disk is on fire"),
+        "{}",
+        failed.text
+    );
+
+    let bad_arguments = support::call(&source, "mcp__toy__echo", serde_json::json!([1, 2])).await;
+    assert!(bad_arguments.is_error);
+    assert!(
+        bad_arguments.text.contains("JSON object"),
+        "{}",
+        bad_arguments.text
+    );
+
+    let missing_argument = support::call(&source, "mcp__toy__echo", serde_json::json!({})).await;
+    assert!(missing_argument.is_error, "{}", missing_argument.text);
+}
+
+#[tokio::test]
+async fn stderr_and_roder_s_environment_stay_with_roder() {
+    if !support::have_sdk() {
+        return;
+    }
+    // Cargo sets these for the test process; the server must not see them
+    // unless its configuration passes them.
+    assert!(std::env::var("CARGO_PKG_NAME").is_ok());
+    let mut config = toy();
+    if let McpTransport::Stdio(server) = &mut config.transport {
+        server
+            .env
+            .insert("TOY_SETTING".into(), "from-config".into());
+        server.env_vars.push("CARGO_PKG_VERSION".into());
+    }
+    let source = McpToolSource::start(vec![config], Path::new("."))
+        .await
+        .unwrap();
+    let env = async |name: &str| {
+        support::call(&source, "mcp__toy__env", serde_json::json!({"name": name}))
+            .await
+            .text
+    };
+    assert_eq!(env("CARGO_PKG_NAME").await, "<unset>");
+    assert_eq!(env("TOY_SETTING").await, "from-config");
+    assert_eq!(env("CARGO_PKG_VERSION").await, env!("CARGO_PKG_VERSION"));
+    assert_ne!(env("PATH").await, "<unset>");
+
+    let shouted = support::call(
+        &source,
+        "mcp__toy__shout_to_stderr",
+        serde_json::json!({"text": "STDERR-ONLY-MARKER"}),
+    )
+    .await;
+    assert!(!shouted.is_error, "{}", shouted.text);
+    assert!(
+        !shouted.text.contains("STDERR-ONLY-MARKER"),
+        "{}",
+        shouted.text
+    );
+    assert!(!shouted.data.to_string().contains("STDERR-ONLY-MARKER"));
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_gives_error_results() {
+    let mut missing = McpServerConfig::stdio("missing", "/nonexistent/mcp-server", &[]);
+    missing.tools.enabled = Some(vec!["probe".into()]);
+    let mut dies =
+        McpServerConfig::stdio("dies", "sh", &["-c", "echo SECRET-STDERR-LINE >&2; exit 3"]);
+    dies.tools.enabled = Some(vec!["probe".into()]);
+    let mut silent = McpServerConfig::stdio("silent", "sleep", &["30"]);
+    silent.startup_timeout = Duration::from_millis(500);
+    let source = McpToolSource::start(vec![missing, dies, silent], Path::new("."))
+        .await
+        .unwrap();
+    let statuses = source.statuses();
+    assert!(
+        statuses
+            .iter()
+            .all(|(_, status)| matches!(status, ServerStatus::Failed { .. })),
+        "{statuses:?}"
+    );
+    let ServerStatus::Failed { error, tools } = &statuses[2].1 else {
+        unreachable!()
+    };
+    assert!(error.contains("within 0.5 s"), "{error}");
+    assert_eq!(*tools, 0);
+
+    let missing = support::call(&source, "mcp__missing__probe", serde_json::json!({})).await;
+    assert!(missing.is_error);
+    assert!(
+        missing.text.contains("/nonexistent/mcp-server"),
+        "{}",
+        missing.text
+    );
+
+    let dies = support::call(&source, "mcp__dies__probe", serde_json::json!({})).await;
+    assert!(dies.is_error);
+    assert!(dies.text.contains("failed to start"), "{}", dies.text);
+    assert!(!dies.text.contains("SECRET-STDERR-LINE"), "{}", dies.text);
+}
+
+#[tokio::test]
+async fn placement_runner_and_bad_names_are_refused() {
+    let mut runner = McpServerConfig::stdio("boxed", "true", &[]);
+    runner.placement = roder_ext_mcp::Placement::Runner;
+    let error = McpToolSource::start(vec![runner], Path::new("."))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("placement = \"runner\" is not supported yet"),
+        "{error}"
+    );
+    let error = McpToolSource::start(
+        vec![McpServerConfig::stdio("my server", "true", &[])],
+        Path::new("."),
+    )
+    .await
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(error.contains("\"my server\""), "{error}");
+    let error = McpToolSource::start(
+        vec![
+            McpServerConfig::stdio("a", "true", &[]),
+            McpServerConfig::stdio("a", "true", &[]),
+        ],
+        Path::new("."),
+    )
+    .await
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(error.contains("configured twice"), "{error}");
+}
