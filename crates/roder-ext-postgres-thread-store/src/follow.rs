@@ -159,6 +159,7 @@ impl PostgresThreadStore {
     /// that reconnects passes the last seq it saw and gets the rest, once.
     pub async fn follow(&self, thread_id: &str, after_seq: u64) -> anyhow::Result<ThreadFollower> {
         thread_id::validate(thread_id)?;
+        self.ready().await?;
         let mut wake = self.follower.subscribe(thread_id).await?;
         // The first read below is a replay: mark the current wake-ups seen.
         wake.borrow_and_update();

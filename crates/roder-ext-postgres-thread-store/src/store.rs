@@ -44,6 +44,9 @@ impl Default for PostgresStoreOptions {
 pub struct PostgresThreadStore {
     pub(crate) pool: PgPool,
     pub(crate) follower: Arc<Follower>,
+    /// Set once the schema is migrated: at once by [`connect`](Self::connect),
+    /// by the first call of a [`connect_lazy`](Self::connect_lazy) store.
+    migrated: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for PostgresThreadStore {
@@ -65,26 +68,54 @@ impl PostgresThreadStore {
 
     /// [`connect`](Self::connect) with options.
     pub async fn connect_with(url: &str, options: PostgresStoreOptions) -> anyhow::Result<Self> {
-        let connect: PgConnectOptions = url
-            .parse()
-            .with_context(|| format!("invalid Postgres URL {}", redacted(url)))?;
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout)
+        let connect = parse_url(url)?;
+        let pool = pool_options(&options)
             .connect_with(connect)
             .await
             .with_context(|| format!("cannot connect to Postgres at {}", redacted(url)))?;
-        schema::migrate(&pool)
-            .await
-            .with_context(|| format!("cannot migrate the roder schema at {}", redacted(url)))?;
-        Ok(Self::from_pool(pool))
+        let store = Self::over(pool);
+        store.ready().await?;
+        Ok(store)
     }
 
-    /// A store over a pool whose database is already migrated
-    /// ([`schema::migrate`](crate::schema::migrate)).
+    /// A store that connects and migrates on its first call (for callers
+    /// that cannot wait here, like a synchronous factory). A bad URL fails
+    /// here; an unreachable database fails each call until it is reached.
+    /// Needs a tokio runtime.
+    pub fn connect_lazy(url: &str, options: PostgresStoreOptions) -> anyhow::Result<Self> {
+        let connect = parse_url(url)?;
+        Ok(Self::over(
+            pool_options(&options).connect_lazy_with(connect),
+        ))
+    }
+
+    /// A store over `pool`; the schema is migrated on its first call.
     pub fn from_pool(pool: PgPool) -> Self {
+        Self::over(pool)
+    }
+
+    fn over(pool: PgPool) -> Self {
         let follower = Arc::new(Follower::new(pool.clone()));
-        Self { pool, follower }
+        Self {
+            pool,
+            follower,
+            migrated: Arc::default(),
+        }
+    }
+
+    /// Migrates the schema unless this store did already.
+    pub async fn ready(&self) -> anyhow::Result<()> {
+        self.migrated
+            .get_or_try_init(|| async {
+                schema::migrate(&self.pool).await.with_context(|| {
+                    format!(
+                        "cannot migrate the roder schema at {}",
+                        describe(&self.pool)
+                    )
+                })
+            })
+            .await?;
+        Ok(())
     }
 
     /// The pool, for callers that want to inspect the tables.
@@ -96,6 +127,35 @@ impl PostgresThreadStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+fn parse_url(url: &str) -> anyhow::Result<PgConnectOptions> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        bail!(
+            "invalid Postgres URL {}: it must start with postgres:// or postgresql://",
+            redacted(url)
+        );
+    }
+    url.parse()
+        .with_context(|| format!("invalid Postgres URL {}", redacted(url)))
+}
+
+fn pool_options(options: &PostgresStoreOptions) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(options.max_connections)
+        .acquire_timeout(options.acquire_timeout)
+}
+
+/// Where a pool connects, without credentials.
+fn describe(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("")
+    )
 }
 
 /// `url` with its password replaced, for errors and logs.
@@ -126,6 +186,13 @@ impl PostgresThreadStoreFactory {
             store: PostgresThreadStore::connect(url).await?,
         })
     }
+
+    /// Connects on first use (see [`PostgresThreadStore::connect_lazy`]).
+    pub fn lazy(url: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            store: PostgresThreadStore::connect_lazy(url, PostgresStoreOptions::default())?,
+        })
+    }
 }
 
 impl ThreadStoreFactory for PostgresThreadStoreFactory {
@@ -149,6 +216,7 @@ pub(crate) fn to_u64(value: i64) -> u64 {
 #[async_trait::async_trait]
 impl ThreadStore for PostgresThreadStore {
     async fn create_thread(&self, metadata: ThreadMetadata) -> anyhow::Result<()> {
+        self.ready().await?;
         let thread = metadata.thread_id.clone();
         thread_id::validate(&thread)?;
         let json = serde_json::to_string(&metadata)
@@ -183,6 +251,7 @@ impl ThreadStore for PostgresThreadStore {
     }
 
     async fn update_thread_metadata(&self, metadata: ThreadMetadata) -> anyhow::Result<()> {
+        self.ready().await?;
         let thread = metadata.thread_id.clone();
         thread_id::validate(&thread)?;
         let json = serde_json::to_string(&metadata)
@@ -203,6 +272,7 @@ impl ThreadStore for PostgresThreadStore {
     }
 
     async fn load_metadata(&self, thread_id: &str) -> anyhow::Result<Option<ThreadMetadata>> {
+        self.ready().await?;
         thread_id::validate(thread_id)?;
         let json: Option<String> = sqlx::query_scalar(
             "SELECT metadata::text FROM roder_thread_metadata WHERE thread_id = $1",
@@ -219,6 +289,7 @@ impl ThreadStore for PostgresThreadStore {
     }
 
     async fn append_events(&self, thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> {
+        self.ready().await?;
         append::append(self, None, thread_id, events).await
     }
 
@@ -227,6 +298,7 @@ impl ThreadStore for PostgresThreadStore {
         thread_id: &str,
         after_seq: u64,
     ) -> anyhow::Result<Vec<EventEnvelope>> {
+        self.ready().await?;
         page::load_after(&self.pool, thread_id, after_seq).await
     }
 
@@ -237,10 +309,12 @@ impl ThreadStore for PostgresThreadStore {
         max_items: usize,
         max_bytes: usize,
     ) -> anyhow::Result<EventsPage> {
+        self.ready().await?;
         page::load_page(&self.pool, thread_id, after_seq, max_items, max_bytes).await
     }
 
     async fn list_threads(&self) -> anyhow::Result<Vec<ThreadMetadata>> {
+        self.ready().await?;
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SELECT thread_id, metadata::text FROM roder_thread_metadata
              ORDER BY updated_at DESC, thread_id",
@@ -262,6 +336,7 @@ impl ThreadStore for PostgresThreadStore {
     }
 
     async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
+        self.ready().await?;
         thread_id::validate(thread_id)?;
         // Metadata and events go with the row (ON DELETE CASCADE).
         sqlx::query("DELETE FROM roder_threads WHERE thread_id = $1")
@@ -277,6 +352,7 @@ impl ThreadStore for PostgresThreadStore {
         thread_id: &str,
         request: WriterLeaseRequest,
     ) -> anyhow::Result<WriterLeaseOutcome> {
+        self.ready().await?;
         lease::acquire(self, thread_id, request).await
     }
 
@@ -286,6 +362,7 @@ impl ThreadStore for PostgresThreadStore {
         thread_id: &str,
         events: &[EventEnvelope],
     ) -> anyhow::Result<()> {
+        self.ready().await?;
         append::append(self, Some(lease), thread_id, events).await
     }
 }

@@ -508,3 +508,47 @@ async fn an_unreachable_database_is_a_clear_error_without_the_password() {
     );
     assert!(!shown.contains("hunter2"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_lazy_store_connects_and_migrates_on_its_first_call() {
+    let Some((cluster, _)) = setup().await else {
+        return;
+    };
+    let url = cluster.create_database("lazy").await.unwrap();
+    let factory = PostgresThreadStoreFactory::lazy(&url).unwrap();
+    let store = factory.open().unwrap();
+    store
+        .create_thread(metadata("t1", OffsetDateTime::UNIX_EPOCH))
+        .await
+        .unwrap();
+    let direct = PostgresThreadStore::connect(&url).await.unwrap();
+    assert!(direct.load_metadata("t1").await.unwrap().is_some());
+
+    let error = PostgresThreadStoreFactory::lazy("mysql://x").unwrap_err();
+    assert!(
+        error.to_string().contains("invalid Postgres URL"),
+        "{error}"
+    );
+    // Unreachable: each call fails, naming where it tried.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let options = crate::PostgresStoreOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let down = PostgresThreadStore::connect_lazy(
+        &format!("postgres://roder:pw@127.0.0.1:{port}/roder"),
+        options,
+    )
+    .unwrap();
+    let error = down.list_threads().await.unwrap_err();
+    let shown = format!("{error:#}");
+    assert!(
+        shown.contains(&format!("postgres://roder@127.0.0.1:{port}/roder")),
+        "{shown}"
+    );
+    assert!(!shown.contains("pw@"), "{shown}");
+}

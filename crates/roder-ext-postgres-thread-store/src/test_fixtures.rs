@@ -43,6 +43,7 @@ pub(crate) fn metadata(thread_id: &str, updated_at: OffsetDateTime) -> ThreadMet
         runner_state: None,
         sandbox: None,
         usage: Default::default(),
+        last_compaction_seq: None,
         archived: false,
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at,
