@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod exec;
 mod home_id;
+mod mcp_tools;
 mod progress;
 mod protection_reports;
 mod runners_cmd;

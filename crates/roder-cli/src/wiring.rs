@@ -47,6 +47,7 @@ pub fn runtime(
         base_path: settings.threads_dir(),
     }));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
+    crate::mcp_tools::install(&mut builder, settings, workspace)?;
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
     let sprites = Arc::new(SpritesRunnerProvider::new(SpritesProviderOptions {
         credential_vars: settings.credential_vars(),

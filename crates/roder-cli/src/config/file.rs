@@ -22,6 +22,9 @@ pub struct ConfigFile {
     /// How commands are confined (default: enforced, network off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
+    /// MCP servers whose tools the model gets (see `mcp_servers.rs`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 //! (`RODER_MODEL`) and then by flags.
 
 mod file;
+pub mod mcp_servers;
 mod settings;
 
 pub use file::{ProviderEntry, ProviderKind, RunnerEntry};

@@ -44,6 +44,8 @@ pub struct Settings {
     pub runners: BTreeMap<String, RunnerEntry>,
     pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
     pub auto_compact_token_limit: Option<u64>,
+    /// The enabled `[mcp_servers.*]`, checked.
+    pub mcp_servers: Vec<roder_ext_mcp::McpServerConfig>,
 }
 
 /// Providers that need no table.
@@ -105,6 +107,8 @@ impl Settings {
                 model.provider
             );
         }
+        let mcp_servers = super::mcp_servers::servers(&file.mcp_servers)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
         let home_id = crate::home_id::load_or_create(&home)?;
         Ok(Self {
             home,
@@ -115,6 +119,7 @@ impl Settings {
             runners: file.runners,
             sandbox: file.sandbox.unwrap_or_default(),
             auto_compact_token_limit: file.auto_compact_token_limit,
+            mcp_servers,
         })
     }
 
@@ -124,6 +129,11 @@ impl Settings {
         self.providers
             .values()
             .filter_map(|provider| provider.api_key_env.clone())
+            .chain(
+                self.mcp_servers
+                    .iter()
+                    .filter_map(|server| server.credential_var().map(String::from)),
+            )
             .collect()
     }
 
@@ -178,6 +188,7 @@ impl Settings {
                 toml::Value::Table(runner.config.clone())
             ));
         }
+        out.push_str(&super::mcp_servers::show(&self.mcp_servers));
         out.push_str("\n[sandbox]\n");
         match toml::to_string(&self.sandbox) {
             Ok(table) => out.push_str(&table),
