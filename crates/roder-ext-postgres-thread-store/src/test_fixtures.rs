@@ -28,26 +28,23 @@ pub(crate) async fn replica(cluster: &TestCluster) -> PostgresThreadStore {
     PostgresThreadStore::connect(&cluster.url()).await.unwrap()
 }
 
+/// Built from JSON so that fields roder-api adds later (with serde
+/// defaults) need no change here.
 pub(crate) fn metadata(thread_id: &str, updated_at: OffsetDateTime) -> ThreadMetadata {
-    ThreadMetadata {
-        thread_id: thread_id.to_string(),
-        title: Some(format!("title of {thread_id}")),
-        workspace: "/work/space".to_string(),
-        provider: Some("mock".to_string()),
-        model: Some("mock-model".to_string()),
-        tool_allowlist: vec!["exec_command".to_string()],
-        developer_instructions: None,
-        external_tools: Vec::new(),
-        runner_destination: None,
-        runner_binding: None,
-        runner_state: None,
-        sandbox: None,
-        usage: Default::default(),
-        last_compaction_seq: None,
-        archived: false,
-        created_at: OffsetDateTime::UNIX_EPOCH,
-        updated_at,
-    }
+    let updated_at = updated_at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    serde_json::from_value(serde_json::json!({
+        "thread_id": thread_id,
+        "title": format!("title of {thread_id}"),
+        "workspace": "/work/space",
+        "provider": "mock",
+        "model": "mock-model",
+        "tool_allowlist": ["exec_command"],
+        "created_at": "1970-01-01T00:00:00Z",
+        "updated_at": updated_at,
+    }))
+    .unwrap()
 }
 
 pub(crate) fn event(thread_id: &str, seq: u64) -> EventEnvelope {
