@@ -12,18 +12,24 @@
 //! * `policy`: which tools a thread is offered and may run.
 //! * `turn/compaction`, `compact`: keeping long threads inside the window.
 //! * `history`: a thread's log in bounded pages.
+//! * `checkpoint`, `rewind`, `rollback`, `fork`: workspace checkpoints at
+//!   turn start, and going back to or forking from them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod bus;
+mod checkpoint;
 mod compact;
 pub mod config;
 mod error;
 mod external;
+mod fork;
 mod history;
 mod instructions;
 mod memory_store;
 mod policy;
 pub mod requests;
+mod rewind;
+mod rollback;
 mod routing;
 mod runner;
 pub mod runtime;
@@ -41,6 +47,7 @@ pub use requests::{
     CreateThreadRequest, ExternalToolResolution, StartTurnRequest, ThreadEventsPage,
     ThreadRunnerSelection,
 };
+pub use rewind::RewindTarget;
 pub use runtime::Runtime;
 pub use turn::compaction::{SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX};
 pub use workdirs::{WORKTREE_ID_KEY, WorkdirSelection};

@@ -47,6 +47,8 @@ pub struct Runtime {
     pub(crate) protection_reports: Vec<Arc<dyn roder_api::sandbox_policy::ProtectionReport>>,
     /// Who this runtime is when it holds a thread's writer lease.
     pub(crate) writer_identity: roder_api::writer_lease::WriterIdentity,
+    /// Per-turn checkpoints, rollback and fork (`checkpoint.rs`).
+    pub(crate) checkpointers: Vec<Arc<dyn roder_api::checkpoint::WorkspaceCheckpointer>>,
 }
 
 impl Runtime {
@@ -103,6 +105,7 @@ impl Runtime {
             allow_local_workspaces,
             writer_identity: crate::writer::identity(),
             protection_reports: registry.protection_reports,
+            checkpointers: registry.workspace_checkpointers,
         })
     }
 

@@ -124,6 +124,9 @@ impl Runtime {
                 }),
             )
             .await?;
+        // The state before this turn, for a later rollback or fork.
+        self.checkpoint_turn_start(thread, &metadata, &turn_id, &workspace)
+            .await?;
         let sandbox = metadata
             .sandbox
             .clone()
