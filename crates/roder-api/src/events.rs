@@ -273,6 +273,11 @@ pub struct ContextCompacted {
     /// `auto` (a threshold was crossed), `overflow` (the provider refused
     /// the request as too long) or `manual`.
     pub trigger: CompactionTrigger,
+    /// The thread's token usage through the events before this one, so a
+    /// thread can be reopened from its last compaction without reading the
+    /// log before it. `None` in logs written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_usage: Option<crate::inference::TokenUsage>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

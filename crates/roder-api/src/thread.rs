@@ -49,6 +49,12 @@ pub struct ThreadMetadata {
     /// Token usage of every turn so far.
     #[serde(default)]
     pub usage: crate::inference::TokenUsage,
+    /// The seq of the thread's last `ContextCompacted`: a runtime reopening
+    /// the thread rebuilds its state from there instead of reading the
+    /// history the compaction summarized. Advisory: a reader checks that the
+    /// event at that seq is a compaction, and reads the whole log otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction_seq: Option<u64>,
     #[serde(default)]
     pub archived: bool,
     #[serde(with = "time::serde::rfc3339")]

@@ -57,6 +57,7 @@ pub async fn run() -> anyhow::Result<()> {
             runner_state: None,
             sandbox: None,
             usage: Default::default(),
+            last_compaction_seq: None,
             archived: false,
             created_at: now,
             updated_at: now,

@@ -74,8 +74,9 @@ impl EventBus {
         cursor: &mut LogCursor,
         thread_id: &str,
         turn_id: Option<&str>,
-        event: RoderEvent,
+        mut event: RoderEvent,
     ) -> anyhow::Result<EventEnvelope> {
+        cursor.stamp(&mut event);
         // The seq is taken before the append is awaited. If this future is
         // dropped mid-append (a turn cancelled past its grace period), the
         // store may or may not have written it; a store that refuses gaps

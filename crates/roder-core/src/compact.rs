@@ -95,8 +95,7 @@ impl Runtime {
                 turn_id: None,
             };
             let done = compaction::compact(input).await?;
-            let event = done.event.clone();
-            {
+            let recorded = {
                 let mut cursor = thread.log.lock().await;
                 if done.usage != TokenUsage::default() {
                     self.bus
@@ -113,7 +112,8 @@ impl Runtime {
                         )
                         .await?;
                 }
-                self.bus
+                let recorded = self
+                    .bus
                     .emit_locked(
                         &mut cursor,
                         thread_id,
@@ -122,14 +122,17 @@ impl Runtime {
                     )
                     .await?;
                 writer.release_locked(&mut cursor);
+                recorded
+            };
+            update_metadata(self.store.as_ref(), &thread, |metadata| {
+                metadata.usage.add(&done.usage);
+                metadata.last_compaction_seq = Some(recorded.seq);
+            })
+            .await?;
+            match recorded.event {
+                RoderEvent::ContextCompacted(compacted) => anyhow::Ok(compacted),
+                other => anyhow::bail!("internal error: recorded {other:?} for a compaction"),
             }
-            if done.usage != TokenUsage::default() {
-                update_metadata(self.store.as_ref(), &thread, |metadata| {
-                    metadata.usage.add(&done.usage);
-                })
-                .await?;
-            }
-            anyhow::Ok(event)
         }
         .await
     }

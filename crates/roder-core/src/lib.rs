@@ -27,6 +27,7 @@ mod history;
 mod instructions;
 mod memory_store;
 mod policy;
+mod reopen;
 pub mod requests;
 mod rewind;
 mod rollback;

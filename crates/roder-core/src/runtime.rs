@@ -241,6 +241,7 @@ impl Runtime {
             runner_state: None,
             sandbox,
             usage: Default::default(),
+            last_compaction_seq: None,
             archived: false,
             created_at: now,
             updated_at: now,
@@ -315,10 +316,10 @@ impl Runtime {
         if let Some(thread) = self.threads.get(thread_id) {
             return Ok(thread);
         }
-        if self.store.load_metadata(thread_id).await?.is_none() {
+        let Some(metadata) = self.store.load_metadata(thread_id).await? else {
             return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
-        }
-        let events = self.store.load_events(thread_id, 0).await?;
+        };
+        let events = crate::reopen::rebuild_events(self.store.as_ref(), &metadata).await?;
         Ok(self
             .threads
             .insert_if_absent(ThreadState::from_log(thread_id.to_string(), &events)))

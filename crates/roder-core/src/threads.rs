@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use roder_api::events::EventEnvelope;
+use roder_api::events::{ContextCompacted, EventEnvelope, RoderEvent};
 use roder_api::transcript::TranscriptItem;
 use roder_api::writer_lease::WriterLease;
 use tokio_util::sync::CancellationToken;
@@ -57,12 +57,26 @@ pub(crate) struct LogCursor {
 }
 
 impl LogCursor {
+    /// Completes `event` with what only the log knows, before it is
+    /// appended: a compaction records the thread's usage so far, so a
+    /// runtime can later rebuild the thread from the compaction on.
+    pub fn stamp(&self, event: &mut RoderEvent) {
+        if let RoderEvent::ContextCompacted(compacted) = event {
+            compacted.thread_usage = Some(self.usage.clone());
+        }
+    }
+
     /// Keeps the cursor in step with one persisted event.
     pub fn observe(&mut self, envelope: &EventEnvelope) {
         self.next_seq = self.next_seq.max(envelope.seq + 1);
         roder_api::transcript::apply_event(&mut self.transcript, &envelope.event);
-        if let roder_api::events::RoderEvent::UsageUpdated(updated) = &envelope.event {
-            self.usage.add(&updated.usage);
+        match &envelope.event {
+            RoderEvent::UsageUpdated(updated) => self.usage.add(&updated.usage),
+            RoderEvent::ContextCompacted(ContextCompacted {
+                thread_usage: Some(usage),
+                ..
+            }) => self.usage = usage.clone(),
+            _ => {}
         }
         self.turns.observe(envelope);
     }

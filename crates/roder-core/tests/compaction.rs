@@ -16,6 +16,7 @@ use roder_api::inference::{
     InferenceEngine, InferenceEvent, InferenceEventStream, InferenceProviderContext,
     InferenceTurnContext, MessageDelta, ModelDescriptor, TokenUsage,
 };
+use roder_api::thread::ThreadStoreFactory as _;
 use roder_api::transcript::TranscriptItem;
 use roder_core::{
     Runtime, RuntimeConfig, RuntimeError, SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX, StartTurnRequest,
@@ -621,4 +622,167 @@ async fn the_history_reads_in_bounded_pages() {
         missing.downcast_ref::<RuntimeError>(),
         Some(RuntimeError::ThreadNotFound(_))
     ));
+}
+
+/// The JSONL store, recording the `after_seq` of every `load_events`.
+struct RecordingStore {
+    inner: Arc<dyn roder_api::thread::ThreadStore>,
+    loads: Arc<Mutex<Vec<u64>>>,
+}
+
+#[async_trait::async_trait]
+impl roder_api::thread::ThreadStore for RecordingStore {
+    async fn create_thread(
+        &self,
+        metadata: roder_api::thread::ThreadMetadata,
+    ) -> anyhow::Result<()> {
+        self.inner.create_thread(metadata).await
+    }
+    async fn update_thread_metadata(
+        &self,
+        metadata: roder_api::thread::ThreadMetadata,
+    ) -> anyhow::Result<()> {
+        self.inner.update_thread_metadata(metadata).await
+    }
+    async fn load_metadata(
+        &self,
+        thread_id: &str,
+    ) -> anyhow::Result<Option<roder_api::thread::ThreadMetadata>> {
+        self.inner.load_metadata(thread_id).await
+    }
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        events: &[roder_api::events::EventEnvelope],
+    ) -> anyhow::Result<()> {
+        self.inner.append_events(thread_id, events).await
+    }
+    async fn load_events(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+    ) -> anyhow::Result<Vec<roder_api::events::EventEnvelope>> {
+        self.loads.lock().unwrap().push(after_seq);
+        self.inner.load_events(thread_id, after_seq).await
+    }
+    async fn list_threads(&self) -> anyhow::Result<Vec<roder_api::thread::ThreadMetadata>> {
+        self.inner.list_threads().await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> anyhow::Result<()> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn acquire_writer_lease(
+        &self,
+        thread_id: &str,
+        request: roder_api::writer_lease::WriterLeaseRequest,
+    ) -> anyhow::Result<roder_api::writer_lease::WriterLeaseOutcome> {
+        self.inner.acquire_writer_lease(thread_id, request).await
+    }
+    async fn append_events_leased(
+        &self,
+        lease: &dyn roder_api::writer_lease::WriterLease,
+        thread_id: &str,
+        events: &[roder_api::events::EventEnvelope],
+    ) -> anyhow::Result<()> {
+        self.inner
+            .append_events_leased(lease, thread_id, events)
+            .await
+    }
+}
+
+struct RecordingFactory(Arc<RecordingStore>);
+
+#[async_trait::async_trait]
+impl roder_api::thread::ThreadStoreFactory for RecordingFactory {
+    fn id(&self) -> String {
+        "recording-jsonl".into()
+    }
+    fn open(&self) -> anyhow::Result<Arc<dyn roder_api::thread::ThreadStore>> {
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test]
+async fn a_reopened_thread_is_rebuilt_from_its_last_compaction_not_its_whole_log() {
+    let engine = WindowEngine::new(None, Summary::Text("short".into()), reading_script(20));
+    let setup = setup(engine, |config| {
+        config.auto_compact_token_limit = Some(5_000)
+    });
+    write_big_file(&setup);
+    let thread_id = setup.runtime.create_thread(None).await.unwrap().thread_id;
+    let first = completed_turn(&run_turn(&setup, &thread_id, "read it twenty times").await);
+    let log = logged(&setup, &thread_id).await;
+    let last_compaction = log
+        .iter()
+        .rev()
+        .find(|envelope| matches!(envelope.event, RoderEvent::ContextCompacted(_)))
+        .expect("the turn compacted")
+        .seq;
+    assert!(
+        last_compaction > 10,
+        "history precedes it: {last_compaction}"
+    );
+    let metadata = setup.runtime.thread_metadata(&thread_id).await.unwrap();
+    assert_eq!(metadata.last_compaction_seq, Some(last_compaction));
+    // What a full read rebuilds, to compare the shortcut with.
+    let full_transcript = setup
+        .runtime
+        .load_thread(&thread_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .transcript();
+
+    // A new process: every read of the log starts at the compaction.
+    let loads = Arc::new(Mutex::new(Vec::new()));
+    let store = Arc::new(RecordingStore {
+        inner: JsonlThreadStoreFactory {
+            base_path: setup.store.path().to_path_buf(),
+        }
+        .open()
+        .unwrap(),
+        loads: loads.clone(),
+    });
+    setup
+        .engine
+        .script
+        .lock()
+        .unwrap()
+        .push_back(final_round("again"));
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(setup.engine.clone());
+    builder.thread_store_factory(Arc::new(RecordingFactory(store)));
+    let restarted = Arc::new(
+        Runtime::new(
+            builder.build().unwrap(),
+            RuntimeConfig {
+                workspace: Some(setup.workspace.path().display().to_string()),
+                ..RuntimeConfig::default()
+            },
+        )
+        .unwrap(),
+    );
+    let mut events = restarted.subscribe_events();
+    let requests_before = setup.engine.turn_requests().len();
+    restarted
+        .start_turn(StartTurnRequest::new(&thread_id, "once more"))
+        .await
+        .unwrap();
+    let second = completed_turn(&until_turn_ends(&mut events, &thread_id).await);
+    let reads = loads.lock().unwrap().clone();
+    assert!(!reads.is_empty());
+    assert!(
+        reads.iter().all(|after| *after + 1 >= last_compaction),
+        "reads after seqs {reads:?}; the last compaction is at {last_compaction}"
+    );
+    // The shortcut rebuilt what the whole log does: the same transcript went
+    // out, and the thread's usage total continues from the first turn's.
+    let request = &setup.engine.turn_requests()[requests_before];
+    assert_eq!(
+        request.transcript[..full_transcript.len()],
+        full_transcript[..]
+    );
+    let mut both = first.usage.clone();
+    both.add(&second.usage);
+    assert_eq!(second.thread_usage, both);
 }

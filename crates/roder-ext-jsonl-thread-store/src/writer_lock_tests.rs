@@ -56,6 +56,7 @@ fn metadata(thread_id: &str) -> ThreadMetadata {
         runner_state: None,
         sandbox: None,
         usage: Default::default(),
+        last_compaction_seq: None,
         archived: false,
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,

@@ -373,6 +373,7 @@ pub(crate) async fn compact(input: CompactionInput<'_>) -> anyhow::Result<Compac
                 tokens_before,
                 tokens_after: pruned_tokens,
                 trigger: input.trigger,
+                thread_usage: None,
             },
             usage: TokenUsage::default(),
         });
@@ -422,6 +423,8 @@ pub(crate) async fn compact(input: CompactionInput<'_>) -> anyhow::Result<Compac
             tokens_before,
             tokens_after,
             trigger: input.trigger,
+            // Stamped as it is appended (`LogCursor::stamp`).
+            thread_usage: None,
         },
         usage,
     })

@@ -49,6 +49,22 @@ impl TurnTracker {
                 });
             }
             event if event.is_terminal() => self.open = None,
+            // A thread rebuilt from its last compaction sees no TurnStarted
+            // of a turn that compacted midway: the compaction says it is
+            // open (between rounds, so with no call pending).
+            RoderEvent::ContextCompacted(compacted) => {
+                if let Some(turn_id) = &compacted.turn_id
+                    && self
+                        .open
+                        .as_ref()
+                        .is_none_or(|open| &open.turn_id != turn_id)
+                {
+                    self.open = Some(OpenTurn {
+                        turn_id: turn_id.clone(),
+                        calls: Vec::new(),
+                    });
+                }
+            }
             RoderEvent::TranscriptItemAppended(appended) => {
                 let Some(open) = self.open.as_mut() else {
                     return;

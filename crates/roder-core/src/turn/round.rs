@@ -198,8 +198,18 @@ async fn compact_in_turn(
     };
     let compaction = compaction::compact(input).await?;
     record_usage(ctx, usage, &compaction.usage).await?;
-    ctx.emit(RoderEvent::ContextCompacted(compaction.event))
-        .await
+    let recorded = ctx
+        .runtime
+        .bus
+        .emit(
+            &ctx.plan.thread,
+            Some(&ctx.plan.turn_id),
+            RoderEvent::ContextCompacted(compaction.event),
+        )
+        .await?;
+    crate::reopen::remember_compaction(ctx.runtime.store.as_ref(), &ctx.plan.thread, recorded.seq)
+        .await;
+    Ok(())
 }
 
 /// Adds one request's usage to the turn's and records it as an event.
