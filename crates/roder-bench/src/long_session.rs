@@ -8,7 +8,8 @@
 //! includes the summary requests made before it).
 //!
 //! Then `history_first_page_ms`: the first page (100 events) of a
-//! 100,000-event thread in the JSONL store, read by a fresh runtime.
+//! 100,000-event thread in the JSONL store, read by a fresh runtime; and
+//! `history_last_page_ms`: its last page, read from the store.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -349,6 +350,25 @@ async fn history() -> anyhow::Result<()> {
         }
         samples.push(ms);
     }
+    // The last page, straight from the store: a binary search finds where
+    // it starts, so it costs what the first one does.
+    let mut last_samples = Vec::new();
+    for _ in 0..7 {
+        let started = Instant::now();
+        let page = store
+            .load_events_page(
+                &thread_id,
+                HISTORY_EVENTS - PAGE_ITEMS as u64,
+                PAGE_ITEMS,
+                1 << 20,
+            )
+            .await?;
+        last_samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(
+            page.events.len() == PAGE_ITEMS && !page.more,
+            "the last page should hold the last {PAGE_ITEMS} events"
+        );
+    }
     let started = Instant::now();
     let all = store.load_events(&thread_id, 0).await?;
     let whole_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -359,6 +379,14 @@ async fn history() -> anyhow::Result<()> {
         "ms",
         json!({ "events": all.len(), "page_items": PAGE_ITEMS, "first_attempt_ms": cold,
             "whole_log_load_ms": whole_ms, "store": "jsonl" }),
+    );
+    print(
+        "long-session",
+        "history_last_page_ms",
+        median(&mut last_samples),
+        "ms",
+        json!({ "events": all.len(), "page_items": PAGE_ITEMS, "whole_log_load_ms": whole_ms,
+            "store": "jsonl", "read_by": "ThreadStore::load_events_page" }),
     );
     Ok(())
 }

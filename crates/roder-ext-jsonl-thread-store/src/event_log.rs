@@ -10,7 +10,7 @@
 //! Blocking: call from `spawn_blocking`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::Path;
 
 use anyhow::{Context, bail};
@@ -132,13 +132,21 @@ pub(crate) fn last_seq(path: &Path) -> anyhow::Result<u64> {
     Ok(tail.last_seq)
 }
 
-/// Reads the whole log in one go; a missing file is an empty log.
+/// Reads the log from the first line that can hold a seq above `after_seq`
+/// (found by [`crate::seek`]) to its end, in one go; a missing file is an
+/// empty log.
 pub(crate) fn read(path: &Path, after_seq: u64) -> io::Result<Vec<EventEnvelope>> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(parse(&bytes, after_seq)),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(error) => Err(error),
-    }
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    let len = file.metadata()?.len();
+    let offset = crate::seek::offset_after(&file, len, after_seq)?;
+    file.seek(io::SeekFrom::Start(offset))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len - offset).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(parse(&bytes, after_seq))
 }
 
 /// Envelopes with `seq > after_seq`, in file order, skipping blank lines

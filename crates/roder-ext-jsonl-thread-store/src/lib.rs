@@ -21,6 +21,7 @@
 mod atomic_file;
 mod event_log;
 mod page;
+mod seek;
 pub mod store;
 mod tail;
 mod thread_id;

@@ -1,11 +1,12 @@
-//! One bounded page of `events.jsonl`, read line by line from the start and
-//! no further than the page: the first page of a 100,000-event thread costs
-//! what the page holds, not the log. Lines before the page are only scanned
-//! for their `seq`. Torn and unknown lines are skipped, as `event_log::parse`
-//! does. Blocking: call from `spawn_blocking`.
+//! One bounded page of `events.jsonl`, read line by line from where the
+//! page starts (found by [`crate::seek`], a binary search) and no further
+//! than the page: any page of a 100,000-event thread costs what the page
+//! holds, not the log. The few lines between the search's offset and the
+//! page are only scanned for their `seq`. Torn and unknown lines are
+//! skipped, as `event_log::parse` does. Blocking: call from `spawn_blocking`.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Seek};
 use std::path::Path;
 
 use roder_api::events::EventEnvelope;
@@ -28,7 +29,10 @@ pub(crate) fn read_page(
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(EventsPage::default()),
         Err(error) => return Err(error),
     };
+    let len = file.metadata()?.len();
+    let offset = crate::seek::offset_after(&file, len, after_seq)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
+    reader.seek(io::SeekFrom::Start(offset))?;
     let mut line = Vec::new();
     let mut page = EventsPage::default();
     let mut bytes = 0usize;
