@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::connection::Context;
 use crate::decode::decode_params;
 use crate::error::RpcError;
-use crate::handlers::{runners, session, threads, tools, turns, workdirs};
+use crate::handlers::{rewind, runners, session, threads, tools, turns, workdirs};
 use crate::protocol::*;
 
 pub(crate) const INITIALIZE: &str = "initialize";
@@ -88,6 +88,12 @@ methods! {
     ThreadArchive = "thread/archive" (ThreadIdParams) -> ThreadResult => threads::archive;
     /// Compacts a thread now; refused as busy while a turn runs; nothing is written if it fails.
     ThreadCompact = "thread/compact" (ThreadIdParams) -> ThreadCompactResult => threads::compact;
+    /// The turns a thread can go back to: each whose next turn took a workspace checkpoint.
+    ThreadRewindTargets = "thread/rewindTargets" (ThreadIdParams) -> ThreadRewindTargetsResult => rewind::targets;
+    /// Restores the workspace to the end of turn `toTurn` and drops later turns from the model's context; refused as busy while a turn runs.
+    ThreadRollback = "thread/rollback" (ThreadRollbackParams) -> ThreadRollbackResult => rewind::rollback;
+    /// A new thread with the source's transcript up to `atTurn` and a copy of its workspace there; subscribes this connection to it.
+    ThreadFork = "thread/fork" (ThreadForkParams) -> ThreadResult => rewind::fork;
     /// Starts a turn and answers with its id at once; its events arrive as notifications.
     TurnStart = "turn/start" (TurnStartParams) -> TurnStartResult => turns::start;
     /// Interrupts a running turn and answers once it has ended.

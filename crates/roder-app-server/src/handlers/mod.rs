@@ -2,6 +2,7 @@
 //! [`Context`](crate::connection::Context) and its typed params and returns
 //! its typed result; the method table (`methods.rs`) wires them up.
 
+pub(crate) mod rewind;
 pub(crate) mod runners;
 pub(crate) mod session;
 pub(crate) mod threads;

@@ -9,6 +9,7 @@
 pub mod envelope;
 pub mod event;
 pub mod initialize;
+pub mod rewind;
 pub mod runner;
 pub mod thread;
 pub mod turn;
@@ -20,6 +21,7 @@ pub use envelope::{
 };
 pub use event::{LaggedData, RuntimeEvent, THREAD_EVENT, ThreadCursor, ThreadEvent};
 pub use initialize::*;
+pub use rewind::*;
 pub use runner::*;
 pub use thread::*;
 pub use turn::*;
