@@ -44,6 +44,9 @@ pub enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Serve Roder as an MCP server on stdio: tools that run a task in a
+    /// workspace and continue a thread.
+    McpServer(McpServerArgs),
     /// The effective configuration.
     Config {
         #[command(subcommand)]
@@ -83,6 +86,13 @@ pub struct AppServerArgs {
     #[arg(long)]
     pub token_env: Option<String>,
     /// The local workspace of threads started without one.
+    #[arg(long, short = 'C')]
+    pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct McpServerArgs {
+    /// The workspace of tasks that name none.
     #[arg(long, short = 'C')]
     pub workspace: Option<PathBuf>,
 }

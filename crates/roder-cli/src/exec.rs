@@ -297,7 +297,7 @@ async fn show(
     Ok(None)
 }
 
-async fn create_thread(
+pub(crate) async fn create_thread(
     runtime: &Runtime,
     settings: &Settings,
     args: &ExecArgs,

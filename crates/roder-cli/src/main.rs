@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod exec;
 mod home_id;
+mod mcp_server_cmd;
 mod mcp_tools;
 mod progress;
 mod protection_reports;
@@ -55,6 +56,7 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
     match command {
         Command::Exec(args) => exec::run(&settings, args).await,
         Command::AppServer(args) => app_server_cmd::run(&settings, args).await,
+        Command::McpServer(args) => mcp_server_cmd::run(&settings, args).await,
         Command::Threads {
             command: ThreadsCommand::List,
         } => threads_cmd::list(&settings).await,
