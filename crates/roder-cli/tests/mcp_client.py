@@ -1,0 +1,45 @@
+"""Drives `roder mcp-server` with the `mcp` SDK's own client (PyPI), for
+mcp_server_e2e.rs.
+
+    python3 mcp_client.py RODER_BINARY WORKSPACE
+
+Lists the tools, runs a task in WORKSPACE, continues its thread, then asks
+for a thread that does not exist; prints one JSON object with what it saw.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+def summary(result):
+    return {
+        "is_error": bool(result.is_error),
+        "text": "\n".join(block.text for block in result.content if getattr(block, "text", None)),
+        "structured": result.structured_content,
+    }
+
+
+async def main(roder, workspace):
+    params = StdioServerParameters(command=roder, args=["mcp-server"], env=dict(os.environ))
+    async with Client(params) as client:
+        tools = await client.list_tools()
+        first = await client.call_tool("run_task", {"prompt": "write note.txt", "workspace": workspace})
+        thread_id = first.structured_content["threadId"]
+        second = await client.call_tool("continue_thread", {"thread_id": thread_id, "prompt": "and now?"})
+        missing = await client.call_tool("continue_thread", {"thread_id": "no-such-thread", "prompt": "hi"})
+        relative = await client.call_tool("run_task", {"prompt": "x", "workspace": "relative/dir"})
+    print(json.dumps({
+        "tools": {tool.name: tool.input_schema for tool in tools.tools},
+        "first": summary(first),
+        "second": summary(second),
+        "missing": summary(missing),
+        "relative": summary(relative),
+    }))
+
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,137 @@
+//! `roder mcp-server` driven by the `mcp` Python SDK's own client (a script
+//! beside this test): a task run in a workspace returns the final answer and
+//! the thread id, `continue_thread` runs that thread's next turn, and bad
+//! requests are error results. The model is a fake Chat Completions server.
+
+use std::path::Path;
+use std::time::Duration;
+
+use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+
+fn have_sdk() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|value| value == "true") {
+            panic!("the `mcp` Python SDK is not installed; .ci/run installs it with pip");
+        }
+        eprintln!("skipping: the `mcp` Python SDK is not installed (pip install mcp)");
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_python_sdk_client_runs_and_continues_a_task() {
+    if !have_sdk() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = std::fs::canonicalize(workspace.path()).unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    server.require_api_key("test-key");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-write",
+        "write_file",
+        r#"{"path":"note.txt","content":"written through MCP\n"}"#,
+    )]));
+    server.push(ChatStream::text_reply("Wrote note.txt."));
+    server.push(ChatStream::text_reply("Nothing else to do."));
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_roder"))
+            .arg(&workspace_path)
+            .current_dir(home.path())
+            .env("RODER_HOME", home.path())
+            .env("FAKE_MODEL_KEY", "test-key")
+            .env_remove("RODER_MODEL")
+            .output(),
+    )
+    .await
+    .expect("the client finishes within 120 s")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr:\n{stderr}");
+    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "{error}: {}\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+
+    let tools = &seen["tools"];
+    assert_eq!(
+        tools["run_task"]["properties"]["prompt"]["type"], "string",
+        "{tools}"
+    );
+    assert!(
+        tools["run_task"]["properties"]["workspace"].is_object(),
+        "{tools}"
+    );
+    assert!(
+        tools["continue_thread"]["properties"]["thread_id"].is_object(),
+        "{tools}"
+    );
+
+    let first = &seen["first"];
+    assert_eq!(first["is_error"], false, "{first}");
+    assert_eq!(first["text"], "Wrote note.txt.");
+    assert_eq!(first["structured"]["status"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(workspace_path.join("note.txt")).unwrap(),
+        "written through MCP\n"
+    );
+    let thread_id = first["structured"]["threadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        home.path().join("threads").join(&thread_id).exists(),
+        "the thread is saved in RODER_HOME"
+    );
+
+    let second = &seen["second"];
+    assert_eq!(second["is_error"], false, "{second}");
+    assert_eq!(second["text"], "Nothing else to do.");
+    assert_eq!(second["structured"]["threadId"], thread_id.as_str());
+    // The continued turn's request carries the first turn's history.
+    let requests = server.model_requests();
+    assert_eq!(requests.len(), 3);
+    let third = requests[2].body.to_string();
+    assert!(third.contains("written through MCP"), "{third}");
+    assert!(third.contains("and now?"), "{third}");
+
+    assert_eq!(seen["missing"]["is_error"], true);
+    assert!(
+        seen["missing"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-thread"),
+        "{}",
+        seen["missing"]
+    );
+    assert_eq!(seen["relative"]["is_error"], true);
+    assert!(
+        seen["relative"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not an absolute path"),
+        "{}",
+        seen["relative"]
+    );
+}
