@@ -165,6 +165,13 @@ async fn non_utf8_output_arrives_byte_for_byte() {
 
 #[tokio::test]
 async fn a_signal_death_is_reported_as_that_signal() {
+    // A shell ignores a signal that was ignored when it started, and tests
+    // run as a background job inherit SIGINT ignored: give the command the
+    // default disposition this test is about.
+    // SAFETY: resetting a disposition to its default has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
     let dir = tempfile::tempdir().unwrap();
     for signal in [libc::SIGKILL, libc::SIGTERM, libc::SIGINT] {
         let finished = run(
