@@ -70,7 +70,7 @@ impl Follower {
                 .await
                 .with_context(|| format!("cannot LISTEN on {CHANNEL}"))?;
             let routes = Routes::default();
-            let task = tokio::spawn(listen(listener, routes.clone()));
+            let task = tokio::spawn(listen(listener, routes.clone(), self.pool.clone()));
             *hub = Some(Hub { routes, task });
         }
         let Some(hub) = hub.as_ref() else {
@@ -93,9 +93,22 @@ impl Drop for Follower {
     }
 }
 
-/// Routes notifications to followers until the store is dropped.
-async fn listen(mut listener: PgListener, routes: Routes) {
+/// Routes notifications to followers until the store is dropped or its
+/// pool closed (followers then get an error from `next`).
+async fn listen(listener: PgListener, routes: Routes, pool: PgPool) {
+    route(listener, &routes, &pool).await;
+    // Dropping the senders ends every follower's wait with an error.
+    routes
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clear();
+}
+
+async fn route(mut listener: PgListener, routes: &Routes, pool: &PgPool) {
     loop {
+        if pool.is_closed() {
+            return;
+        }
         match listener.try_recv().await {
             Ok(Some(notification)) => {
                 let thread = notification
@@ -109,17 +122,20 @@ async fn listen(mut listener: PgListener, routes: Routes) {
             }
             // The connection was lost and is back, LISTENing again: what
             // was notified in between is gone, so everyone re-reads.
-            Ok(None) => wake_all(&routes),
+            Ok(None) => wake_all(routes),
             Err(error) => {
                 tracing::warn!("the Postgres listener failed: {error}; listening again");
                 loop {
                     tokio::time::sleep(RELISTEN_BACKOFF).await;
+                    if pool.is_closed() {
+                        return;
+                    }
                     // Any statement reconnects the listener and re-LISTENs.
                     if sqlx::query("SELECT 1").execute(&mut listener).await.is_ok() {
                         break;
                     }
                 }
-                wake_all(&routes);
+                wake_all(routes);
             }
         }
     }

@@ -136,3 +136,15 @@ async fn a_lost_listener_connection_loses_no_event() {
     assert_eq!(seqs(&next_n(&mut follower, 4).await), [3, 4, 5, 6]);
     assert_next_is(&mut follower, &writer, 7).await;
 }
+
+#[tokio::test]
+async fn closing_the_store_ends_its_followers_with_an_error() {
+    let Some((_cluster, store)) = setup().await else {
+        return;
+    };
+    let mut follower = store.follow("t1", 0).await.unwrap();
+    let waiting = tokio::spawn(async move { follower.next().await });
+    store.close().await;
+    let ended = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
+    assert!(ended.is_err(), "{ended:?}");
+}
