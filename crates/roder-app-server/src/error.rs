@@ -222,6 +222,9 @@ impl RpcError {
                 codes::EXTERNAL_CALL_NOT_FOUND,
                 json!({ "requestId": request_id }),
             ),
+            RuntimeError::ForeignCursor(cursor) => {
+                (codes::INVALID_PARAMS, json!({ "cursor": cursor }))
+            }
         };
         Self::new(code, message).with_data(data)
     }

@@ -84,6 +84,8 @@ methods! {
     ThreadList = "thread/list" (ThreadListParams) -> ThreadListResult => threads::list;
     /// A thread's persisted events after a cursor, a page at a time.
     ThreadEvents = "thread/events" (ThreadEventsParams) -> ThreadEventsResult => threads::events;
+    /// A thread's history in pages bounded by events and bytes, with an opaque cursor; the log before the cursor is not read.
+    ThreadHistory = "thread/history" (ThreadHistoryParams) -> ThreadHistoryResult => threads::history;
     /// Marks a thread archived (its working directory stays).
     ThreadArchive = "thread/archive" (ThreadIdParams) -> ThreadResult => threads::archive;
     /// Compacts a thread now; refused as busy while a turn runs; nothing is written if it fails.

@@ -102,6 +102,45 @@ async fn events_page_by_cursor_and_resume_replays_the_log() {
         json!({"events": [], "nextCursor": end, "hasMore": false})
     );
 
+    // The history in opaque pages, bounded by events and by bytes, reads
+    // back exactly the log.
+    let mut paged = Vec::new();
+    let mut cursor = serde_json::Value::Null;
+    loop {
+        let page = client
+            .call(
+                "thread/history",
+                json!({"threadId": thread_id, "cursor": cursor, "limit": 3, "maxBytes": 600}),
+            )
+            .await;
+        let events = page["events"].as_array().unwrap().clone();
+        assert!(!events.is_empty() && events.len() <= 3, "{page}");
+        paged.extend(events);
+        cursor = page["nextCursor"].clone();
+        if cursor.is_null() {
+            break;
+        }
+    }
+    let logged = client
+        .call("thread/events", json!({"threadId": thread_id}))
+        .await;
+    assert_eq!(&paged, logged["events"].as_array().unwrap());
+    assert_eq!(paged.len() as u64, end);
+    let foreign = client
+        .call_err(
+            "thread/history",
+            json!({"threadId": thread_id, "cursor": "42"}),
+        )
+        .await;
+    assert_eq!(foreign["code"], -32602, "{foreign}");
+    let huge = client
+        .call_err(
+            "thread/history",
+            json!({"threadId": thread_id, "maxBytes": 0}),
+        )
+        .await;
+    assert_eq!(huge["code"], -32602, "{huge}");
+
     // A second connection replays everything on resume, then the answer.
     let mut other = harness.ws_client().await;
     other.initialize().await;

@@ -20,4 +20,8 @@ pub enum RuntimeError {
     },
     #[error("no pending external tool call has request id \"{0}\"")]
     ExternalCallNotFound(String),
+    #[error(
+        "history cursor \"{0}\" is not one this runtime returned; pass a `next_cursor` from a previous page, or none for the first page"
+    )]
+    ForeignCursor(String),
 }

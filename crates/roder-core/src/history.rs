@@ -6,6 +6,7 @@
 //! its whole log (nor caching the thread's live state).
 
 use roder_api::events::EventEnvelope;
+use roder_api::thread::EventsPage;
 
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
@@ -29,16 +30,11 @@ fn encode_cursor(seq: u64) -> String {
     format!("{CURSOR_PREFIX}{seq}")
 }
 
-fn decode_cursor(cursor: &str) -> anyhow::Result<u64> {
+fn decode_cursor(cursor: &str) -> Result<u64, RuntimeError> {
     cursor
         .strip_prefix(CURSOR_PREFIX)
         .and_then(|seq| seq.parse().ok())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "history cursor \"{cursor}\" is not one this runtime returned; pass a \
-                 `next_cursor` from a previous page, or none for the first page"
-            )
-        })
+        .ok_or_else(|| RuntimeError::ForeignCursor(cursor.to_string()))
 }
 
 impl Runtime {
@@ -64,14 +60,8 @@ impl Runtime {
         max_bytes: usize,
     ) -> anyhow::Result<ThreadHistoryPage> {
         let after_seq = cursor.map(decode_cursor).transpose()?.unwrap_or(0);
-        if self.store.load_metadata(thread_id).await?.is_none() {
-            return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
-        }
-        let max_items = max_items.clamp(1, MAX_HISTORY_ITEMS);
-        let max_bytes = max_bytes.clamp(1, MAX_HISTORY_BYTES);
         let page = self
-            .store
-            .load_events_page(thread_id, after_seq, max_items, max_bytes)
+            .read_thread_events_page(thread_id, after_seq, max_items, max_bytes)
             .await?;
         let next_cursor = match page.events.last() {
             Some(last) if page.more => Some(encode_cursor(last.seq)),
@@ -81,6 +71,56 @@ impl Runtime {
             events: page.events,
             next_cursor,
         })
+    }
+}
+
+impl Runtime {
+    /// Like [`Runtime::read_thread_history`] with the log's own cursor: the
+    /// events with `seq > after_seq` (0: from the start), bounded the same
+    /// way. A cursor past the end of the log is
+    /// [`RuntimeError::CursorOutOfRange`]; the log before the cursor is not
+    /// read.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) -> anyhow::Result<()> {
+    /// let page = runtime.read_thread_events_page("t", 0, 500, 1 << 20).await?;
+    /// let next = page.events.last().map_or(0, |envelope| envelope.seq);
+    /// if page.more {
+    ///     runtime.read_thread_events_page("t", next, 500, 1 << 20).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn read_thread_events_page(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> anyhow::Result<EventsPage> {
+        if self.store.load_metadata(thread_id).await?.is_none() {
+            return Err(RuntimeError::ThreadNotFound(thread_id.to_string()).into());
+        }
+        let page = self
+            .store
+            .load_events_page(
+                thread_id,
+                after_seq,
+                max_items.clamp(1, MAX_HISTORY_ITEMS),
+                max_bytes.clamp(1, MAX_HISTORY_BYTES),
+            )
+            .await?;
+        if page.events.is_empty() && after_seq > 0 {
+            let last_seq = self.last_seq(thread_id).await?;
+            if after_seq > last_seq {
+                return Err(RuntimeError::CursorOutOfRange {
+                    thread_id: thread_id.to_string(),
+                    cursor: after_seq,
+                    last_seq,
+                }
+                .into());
+            }
+        }
+        Ok(page)
     }
 }
 

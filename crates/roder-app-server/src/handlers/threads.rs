@@ -8,15 +8,21 @@ use crate::connection::Context;
 use crate::convert;
 use crate::error::RpcError;
 use crate::protocol::{
-    ThreadCompactResult, ThreadEventsParams, ThreadEventsResult, ThreadIdParams, ThreadListParams,
-    ThreadListResult, ThreadReadResult, ThreadResult, ThreadResumeParams, ThreadResumeResult,
-    ThreadStartParams, ThreadUnsubscribeResult, WorkdirSelection,
+    ThreadCompactResult, ThreadEventsParams, ThreadEventsResult, ThreadHistoryParams,
+    ThreadHistoryResult, ThreadIdParams, ThreadListParams, ThreadListResult, ThreadReadResult,
+    ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadStartParams,
+    ThreadUnsubscribeResult, WorkdirSelection,
 };
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
 const MAX_LIST_LIMIT: u32 = 500;
 const DEFAULT_EVENTS_LIMIT: u32 = 500;
 const MAX_EVENTS_LIMIT: u32 = 5000;
+/// `thread/events` pages are bounded in bytes too, so one request never
+/// loads a log of huge events whole.
+const EVENTS_PAGE_BYTES: usize = 8 * 1024 * 1024;
+const DEFAULT_HISTORY_BYTES: u32 = 1024 * 1024;
+const MAX_HISTORY_BYTES: u32 = 16 * 1024 * 1024;
 
 pub(crate) async fn start(
     context: &Context,
@@ -189,21 +195,55 @@ pub(crate) async fn events(
     )?;
     let page = context
         .runtime
-        .read_thread_events(&params.thread_id, params.cursor)
+        .read_thread_events_page(&params.thread_id, params.cursor, limit, EVENTS_PAGE_BYTES)
         .await
         .map_err(RpcError::from_runtime)?;
-    let has_more = page.events.len() > limit;
-    let events: Vec<_> = page
-        .events
-        .iter()
-        .take(limit)
-        .map(convert::thread_event)
-        .collect();
+    let events: Vec<_> = page.events.iter().map(convert::thread_event).collect();
     let next_cursor = events.last().map_or(params.cursor, |event| event.seq);
     Ok(ThreadEventsResult {
         events,
         next_cursor,
-        has_more,
+        has_more: page.more,
+    })
+}
+
+/// A page of the thread's history (`Runtime::read_thread_history`).
+pub(crate) async fn history(
+    context: &Context,
+    params: ThreadHistoryParams,
+) -> Result<ThreadHistoryResult, RpcError> {
+    let limit = page_limit(
+        "thread/history",
+        params.limit,
+        DEFAULT_EVENTS_LIMIT,
+        MAX_EVENTS_LIMIT,
+    )?;
+    let max_bytes = page_limit(
+        "thread/history",
+        params.max_bytes,
+        DEFAULT_HISTORY_BYTES,
+        MAX_HISTORY_BYTES,
+    )
+    .map_err(|_| {
+        RpcError::invalid_params(
+            "thread/history",
+            "maxBytes",
+            format!("must be between 1 and {MAX_HISTORY_BYTES}"),
+        )
+    })?;
+    let page = context
+        .runtime
+        .read_thread_history(
+            &params.thread_id,
+            params.cursor.as_deref(),
+            limit,
+            max_bytes,
+        )
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadHistoryResult {
+        events: page.events.iter().map(convert::thread_event).collect(),
+        next_cursor: page.next_cursor,
     })
 }
 

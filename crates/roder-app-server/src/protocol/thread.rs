@@ -176,6 +176,31 @@ pub struct ThreadEventsResult {
     pub has_more: bool,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadHistoryParams {
+    pub thread_id: String,
+    /// `nextCursor` of the previous page; absent for the first.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Events per page: default 500, at most 5000.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Bytes of the events' JSON per page: default 1 MiB, at most 16 MiB. A
+    /// page holds at least one event, however large.
+    #[serde(default)]
+    pub max_bytes: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadHistoryResult {
+    /// Oldest first.
+    pub events: Vec<ThreadEvent>,
+    /// Pass back for the next page; absent once the log is read to its end.
+    pub next_cursor: Option<String>,
+}
+
 /// What `thread/compact` wrote: the `context_compacted` event's figures
 /// (the event itself reaches subscribers as a `thread/event`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
