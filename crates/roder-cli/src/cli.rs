@@ -26,7 +26,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one non-interactive turn: progress on stderr, the answer on stdout.
-    Exec(ExecArgs),
+    Exec(ExecCommand),
     /// Serve the runtime over JSON-RPC: stdio by default, WebSocket with --listen.
     AppServer(AppServerArgs),
     /// Saved threads.
@@ -52,6 +52,16 @@ pub enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ExecCommand {
+    #[command(flatten)]
+    pub args: ExecArgs,
+    /// Work in a fresh git worktree of the repository holding the workspace
+    /// (the user's checkout is untouched); its path is printed on stderr.
+    #[arg(long, conflicts_with_all = ["thread", "runner"])]
+    pub worktree: bool,
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +119,21 @@ pub enum ThreadsCommand {
     /// Compact a thread now: the model summarizes its older history (or old
     /// tool outputs are pruned); the full history stays in the log.
     Compact { thread_id: String },
+    /// Put a thread back to the end of turn N: its workspace is restored
+    /// from the checkpoint taken when turn N+1 started, and later turns
+    /// leave out the undone ones (the log keeps them).
+    Rollback {
+        thread_id: String,
+        #[arg(long)]
+        turn: u32,
+    },
+    /// A new thread with this one's conversation up to turn N (default: now)
+    /// and a copy of its workspace there; prints the new thread's id.
+    Fork {
+        thread_id: String,
+        #[arg(long)]
+        turn: Option<u32>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,10 +11,12 @@ mod mcp_server_cmd;
 mod mcp_tools;
 mod progress;
 mod protection_reports;
+mod rewind_cmd;
 mod runners_cmd;
 mod sandbox_cmd;
 mod threads_cmd;
 mod wiring;
+mod worktree_exec;
 
 use std::process::ExitCode;
 
@@ -54,7 +56,8 @@ fn main() -> ExitCode {
 
 async fn run(command: Command, settings: config::Settings) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Exec(args) => exec::run(&settings, args).await,
+        Command::Exec(exec) if exec.worktree => worktree_exec::run(&settings, exec.args).await,
+        Command::Exec(exec) => exec::run(&settings, exec.args).await,
         Command::AppServer(args) => app_server_cmd::run(&settings, args).await,
         Command::McpServer(args) => mcp_server_cmd::run(&settings, args).await,
         Command::Threads {
@@ -69,6 +72,12 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Threads {
             command: ThreadsCommand::Compact { thread_id },
         } => threads_cmd::compact(&settings, &thread_id).await,
+        Command::Threads {
+            command: ThreadsCommand::Rollback { thread_id, turn },
+        } => rewind_cmd::rollback(&settings, &thread_id, turn).await,
+        Command::Threads {
+            command: ThreadsCommand::Fork { thread_id, turn },
+        } => rewind_cmd::fork(&settings, &thread_id, turn).await,
         Command::Runners {
             command: RunnersCommand::Gc(args),
         } => runners_cmd::gc(&settings, &args).await,

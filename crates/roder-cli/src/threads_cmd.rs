@@ -63,6 +63,17 @@ pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCo
             metadata.thread_id, metadata.workspace
         );
     }
+    if let Some(binding) = snapshot
+        .metadata
+        .as_ref()
+        .and_then(|metadata| metadata.runner_binding.as_ref())
+    {
+        println!(
+            "runner {}  works in {}",
+            binding.destination.provider_id,
+            binding.workspace.display()
+        );
+    }
     for item in snapshot.transcript() {
         match item {
             TranscriptItem::UserMessage { text, .. } => println!("\nuser: {text}"),
@@ -83,6 +94,7 @@ pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCo
             }
         }
     }
+    crate::rewind_cmd::print_targets(&snapshot.events);
     Ok(ExitCode::SUCCESS)
 }
 

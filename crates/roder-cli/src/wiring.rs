@@ -69,6 +69,7 @@ pub fn runtime(
         sandbox: settings.sandbox.clone(),
         credential_vars: settings.credential_vars(),
         auto_compact_token_limit: settings.auto_compact_token_limit,
+        reasoning: settings.reasoning_effort,
         ..RuntimeConfig::default()
     };
     adjust(&mut config);

@@ -48,7 +48,7 @@ pub use requests::{
     CreateThreadRequest, ExternalToolResolution, StartTurnRequest, ThreadEventsPage,
     ThreadRunnerSelection,
 };
-pub use rewind::RewindTarget;
+pub use rewind::{RewindTarget, rewind_targets_of};
 pub use runtime::Runtime;
 pub use turn::compaction::{SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX};
 pub use workdirs::{WORKTREE_ID_KEY, WorkdirSelection};

@@ -145,6 +145,17 @@ impl Drop for ThreadClaim<'_> {
     }
 }
 
+/// The rewind targets of a thread whose persisted log is `events` (what
+/// [`Runtime::rewind_targets`] answers), for readers of a store that run no
+/// runtime.
+///
+/// ```
+/// assert!(roder_core::rewind_targets_of(&[]).is_empty());
+/// ```
+pub fn rewind_targets_of(events: &[EventEnvelope]) -> Vec<RewindTarget> {
+    TurnLog::replay(events).targets()
+}
+
 impl Runtime {
     /// The turns a thread can go back to (`rollback_thread`) or be forked
     /// at (`fork_thread`), oldest first: each turn whose next turn took a

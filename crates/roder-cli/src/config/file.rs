@@ -19,6 +19,10 @@ pub struct ConfigFile {
     /// tokens (default: 80% of the model's context window, when known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_compact_token_limit: Option<u64>,
+    /// How hard reasoning models think: "minimal", "low", "medium" or
+    /// "high". Unset: no reasoning is asked for (the provider's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<roder_api::inference::ReasoningEffort>,
     /// How commands are confined (default: enforced, network off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,

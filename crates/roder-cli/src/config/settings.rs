@@ -44,6 +44,7 @@ pub struct Settings {
     pub runners: BTreeMap<String, RunnerEntry>,
     pub sandbox: roder_api::sandbox_policy::SandboxPolicy,
     pub auto_compact_token_limit: Option<u64>,
+    pub reasoning_effort: Option<roder_api::inference::ReasoningEffort>,
     /// The enabled `[mcp_servers.*]`, checked.
     pub mcp_servers: Vec<roder_ext_mcp::McpServerConfig>,
 }
@@ -119,6 +120,7 @@ impl Settings {
             runners: file.runners,
             sandbox: file.sandbox.unwrap_or_default(),
             auto_compact_token_limit: file.auto_compact_token_limit,
+            reasoning_effort: file.reasoning_effort,
             mcp_servers,
         })
     }
@@ -157,6 +159,9 @@ impl Settings {
         ));
         if let Some(limit) = self.auto_compact_token_limit {
             out.push_str(&format!("auto_compact_token_limit = {limit}\n"));
+        }
+        if let Some(effort) = self.reasoning_effort {
+            out.push_str(&format!("reasoning_effort = \"{}\"\n", effort.as_str()));
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]\n"));

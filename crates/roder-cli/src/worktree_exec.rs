@@ -1,0 +1,53 @@
+//! `roder exec --worktree`: the new thread works in a fresh git worktree of
+//! the repository holding the workspace (the git-worktree runner), so the
+//! user's checkout is never touched. The worktree starts at the
+//! repository's `HEAD`, which must be clean (uncommitted work would be left
+//! behind); its path is printed on stderr. The thread is created first,
+//! then the turn runs as `roder exec --thread ID` would run it.
+
+use std::process::ExitCode;
+
+use roder_api::workdir::WorkdirRequest;
+use roder_core::{CreateThreadRequest, WorkdirSelection};
+
+use crate::cli::ExecArgs;
+use crate::config::Settings;
+use crate::wiring;
+
+pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let workspace = match &args.workspace {
+        Some(path) => path.clone(),
+        None => std::env::current_dir()?,
+    };
+    let workspace = tokio::fs::canonicalize(&workspace)
+        .await
+        .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
+    let wired = wiring::runtime(settings, &workspace, |_| {})?;
+    let created = wired
+        .runtime
+        .create_thread_in_workdir(
+            CreateThreadRequest::in_workspace(workspace.display().to_string()),
+            WorkdirSelection::Materialize(WorkdirRequest {
+                repository: workspace.clone(),
+                selector: None,
+                id: None,
+            }),
+        )
+        .await;
+    wired.shutdown().await;
+    let metadata = created.map_err(|error| {
+        error.context(format!(
+            "cannot give the thread a worktree of `{}`",
+            workspace.display()
+        ))
+    })?;
+    if let Some(binding) = &metadata.runner_binding {
+        eprintln!(
+            "roder: thread {} works in worktree {}",
+            metadata.thread_id,
+            binding.workspace.display()
+        );
+    }
+    args.thread = Some(metadata.thread_id);
+    crate::exec::run(settings, args).await
+}
