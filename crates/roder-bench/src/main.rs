@@ -10,6 +10,7 @@ mod big_message;
 mod exec_loop;
 mod figure;
 mod long_session;
+mod mcp;
 mod provision;
 mod provision_worktree;
 mod roder_process;
@@ -28,6 +29,7 @@ const BENCHES: &[&str] = &[
     "exec-loop",
     "big-message",
     "long-session",
+    "mcp",
 ];
 
 #[tokio::main]
@@ -50,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
             "exec-loop" => exec_loop::run().await.context("exec-loop")?,
             "big-message" => big_message::run().await.context("big-message")?,
             "long-session" => long_session::run().await.context("long-session")?,
+            "mcp" => mcp::run().await.context("mcp")?,
             "app-server" => app_server::run().await.context("app-server")?,
             "provision" => provision::run().await.context("provision")?,
             other => anyhow::bail!(
