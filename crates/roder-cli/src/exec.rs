@@ -64,11 +64,16 @@ async fn run_turn(
     let mut events = runtime.subscribe_events();
     let thread_id = match &args.thread {
         Some(thread_id) => {
-            if runtime.load_thread(thread_id).await?.is_none() {
-                anyhow::bail!(
-                    "thread \"{thread_id}\" does not exist in {}",
-                    settings.threads_dir().display()
-                );
+            // Metadata only: the log is read (from its last compaction on)
+            // when the turn starts.
+            if let Err(error) = runtime.thread_metadata(thread_id).await {
+                if let Some(RuntimeError::ThreadNotFound(_)) = error.downcast_ref() {
+                    anyhow::bail!(
+                        "thread \"{thread_id}\" does not exist in {}",
+                        settings.threads_dir().display()
+                    );
+                }
+                return Err(error);
             }
             thread_id.clone()
         }
