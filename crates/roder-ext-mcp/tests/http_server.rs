@@ -63,7 +63,7 @@ async fn an_http_server_with_a_bearer_token() {
     .unwrap();
     let statuses = source.statuses();
     assert!(
-        matches!(statuses[0].1, ServerStatus::Ready { tools: 7 }),
+        matches!(statuses[0].1, ServerStatus::Ready { tools: 8 }),
         "{statuses:?}"
     );
     let ServerStatus::Failed { error, .. } = &statuses[1].1 else {

@@ -24,7 +24,7 @@ async fn each_kind_of_result_maps_to_a_tool_result() {
         .await
         .unwrap();
     assert!(
-        matches!(source.statuses()[0].1, ServerStatus::Ready { tools: 7 }),
+        matches!(source.statuses()[0].1, ServerStatus::Ready { tools: 8 }),
         "{:?}",
         source.statuses()
     );
@@ -195,4 +195,59 @@ async fn placement_runner_and_bad_names_are_refused() {
     .unwrap()
     .to_string();
     assert!(error.contains("configured twice"), "{error}");
+}
+
+#[tokio::test]
+async fn a_slow_call_times_out_and_is_cancelled_with_the_turn() {
+    if !support::have_sdk() {
+        return;
+    }
+    let mut config = toy();
+    config.call_timeout = Duration::from_millis(300);
+    let source = McpToolSource::start(vec![config], Path::new("."))
+        .await
+        .unwrap();
+    let slow = support::call(
+        &source,
+        "mcp__toy__sleep",
+        serde_json::json!({"seconds": 30}),
+    )
+    .await;
+    assert!(slow.is_error);
+    assert!(
+        slow.text.contains("no answer within 0.3 s"),
+        "{}",
+        slow.text
+    );
+    // The server is still the same and still answers.
+    let fast = support::call(
+        &source,
+        "mcp__toy__sleep",
+        serde_json::json!({"seconds": 0}),
+    )
+    .await;
+    assert!(!fast.is_error, "{}", fast.text);
+
+    use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor as _, ToolWorkspace};
+    let tool = source
+        .tools()
+        .iter()
+        .find(|tool| tool.server_tool_name() == "sleep")
+        .unwrap()
+        .clone();
+    let context = ToolExecutionContext::for_workspace(ToolWorkspace::None);
+    let cancel = context.cancellation.clone();
+    let call = ToolCall {
+        id: "c".into(),
+        name: "mcp__toy__sleep".into(),
+        arguments: serde_json::json!({"seconds": 0.25}),
+    };
+    let running = tokio::spawn(async move { tool.execute(context, call).await.unwrap() });
+    cancel.cancel();
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(cancelled.is_error);
+    assert!(cancelled.text.contains("cancelled"), "{}", cancelled.text);
 }

@@ -64,6 +64,15 @@ def shout_to_stderr(text: str) -> str:
 
 
 @server.tool()
+async def sleep(seconds: float) -> str:
+    """Sleeps, then says so."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
 def pid() -> str:
     """The server's process id."""
     return str(os.getpid())
