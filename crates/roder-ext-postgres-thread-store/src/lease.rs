@@ -227,3 +227,45 @@ impl Drop for PostgresWriterLease {
         });
     }
 }
+
+/// A thread's writer lease as the database sees it now
+/// ([`PostgresThreadStore::writer_lease_status`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriterLeaseStatus {
+    /// The last generation granted (0: never leased).
+    pub generation: u64,
+    /// The holder named on the row, `None` once released.
+    pub holder: Option<WriterIdentity>,
+    /// Time left before the expiry on the database's clock; `None` when
+    /// nobody holds it or it has expired.
+    pub expires_in: Option<Duration>,
+}
+
+impl PostgresThreadStore {
+    /// Who holds `thread_id`'s lease and for how long yet, on the
+    /// database's clock; `None` when the thread does not exist. For
+    /// operators and tests: a takeover is possible once `expires_in` is
+    /// `None`.
+    pub async fn writer_lease_status(
+        &self,
+        thread_id: &str,
+    ) -> anyhow::Result<Option<WriterLeaseStatus>> {
+        thread_id::validate(thread_id)?;
+        self.ready().await?;
+        let row: Option<(i64, Option<String>, Option<f64>)> = sqlx::query_as(
+            "SELECT lease_generation, lease_holder::text,
+                    CASE WHEN lease_owner_id IS NOT NULL AND lease_expires_at > clock_timestamp()
+                         THEN extract(epoch FROM lease_expires_at - clock_timestamp())::float8 END
+             FROM roder_threads WHERE thread_id = $1",
+        )
+        .bind(thread_id)
+        .fetch_optional(&self.pool)
+        .await
+        .with_context(|| format!("cannot read the writer lease of thread \"{thread_id}\""))?;
+        Ok(row.map(|(generation, holder, left)| WriterLeaseStatus {
+            generation: to_u64(generation),
+            holder: holder.and_then(|json| serde_json::from_str(&json).ok()),
+            expires_in: left.map(|seconds| Duration::from_secs_f64(seconds.max(0.0))),
+        }))
+    }
+}

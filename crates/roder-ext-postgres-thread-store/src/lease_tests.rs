@@ -24,22 +24,11 @@ async fn with_thread(store: &PostgresThreadStore, thread_id: &str) {
 /// Sleeps on the database's clock until the thread's lease has expired
 /// there (the test's own clock plays no part).
 async fn wait_for_expiry_on_the_database(store: &PostgresThreadStore, thread_id: &str) {
-    sqlx::query(
-        "SELECT pg_sleep(GREATEST(0, extract(epoch FROM lease_expires_at - clock_timestamp())) + 0.01)
-         FROM roder_threads WHERE thread_id = $1",
-    )
-    .bind(thread_id)
-    .execute(store.pool())
-    .await
-    .unwrap();
-    let expired: bool = sqlx::query_scalar(
-        "SELECT lease_expires_at <= now() FROM roder_threads WHERE thread_id = $1",
-    )
-    .bind(thread_id)
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
-    assert!(expired);
+    crate::test_support::wait_for_lease_expiry(store, thread_id)
+        .await
+        .unwrap();
+    let status = store.writer_lease_status(thread_id).await.unwrap().unwrap();
+    assert_eq!(status.expires_in, None, "{status:?}");
 }
 
 #[tokio::test]
@@ -59,6 +48,13 @@ async fn a_second_replica_is_told_who_holds_the_lease() {
     assert_eq!(lease.thread_id(), "t1");
     assert_eq!(lease.last_seq_at_grant(), Some(0));
 
+    let status = second.writer_lease_status("t1").await.unwrap().unwrap();
+    assert_eq!(status.generation, lease.generation());
+    assert_eq!(status.holder.as_ref(), Some(&asked.owner));
+    assert!(
+        status.expires_in.is_some_and(|left| left <= LONG),
+        "{status:?}"
+    );
     let holder = busy(
         second
             .acquire_writer_lease("t1", request("runtime-b", LONG))

@@ -36,7 +36,7 @@ pub mod test_support;
 mod thread_id;
 
 pub use follow::ThreadFollower;
-pub use lease::PostgresWriterLease;
+pub use lease::{PostgresWriterLease, WriterLeaseStatus};
 pub use store::{PostgresStoreOptions, PostgresThreadStore, PostgresThreadStoreFactory};
 
 #[cfg(test)]

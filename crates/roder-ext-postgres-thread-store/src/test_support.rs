@@ -220,6 +220,24 @@ impl TestCluster {
     }
 }
 
+/// Sleeps on the database's clock (`pg_sleep`) until `thread_id`'s writer
+/// lease has expired there, so a takeover can follow; the caller's clock
+/// plays no part.
+pub async fn wait_for_lease_expiry(
+    store: &crate::PostgresThreadStore,
+    thread_id: &str,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "SELECT pg_sleep(GREATEST(0, extract(epoch FROM lease_expires_at - clock_timestamp())) + 0.01)
+         FROM roder_threads WHERE thread_id = $1",
+    )
+    .bind(thread_id)
+    .execute(store.pool())
+    .await
+    .context("cannot wait on the database's clock")?;
+    Ok(())
+}
+
 impl Drop for TestCluster {
     fn drop(&mut self) {
         self.stop();
