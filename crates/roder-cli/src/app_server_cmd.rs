@@ -27,6 +27,8 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
     let workspace = tokio::fs::canonicalize(&workspace)
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
+    let settings = &crate::config::store::with_flag(settings, args.store.as_deref())?;
+    crate::config::store::prepare(settings).await?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
     let turns = TurnTracker::start(&wired.runtime);
     let stop = {

@@ -98,6 +98,10 @@ pub struct AppServerArgs {
     /// The local workspace of threads started without one.
     #[arg(long, short = 'C')]
     pub workspace: Option<PathBuf>,
+    /// The thread store, over config.toml's `store`: "jsonl" or a
+    /// postgres:// URL shared by replicas.
+    #[arg(long)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Args)]

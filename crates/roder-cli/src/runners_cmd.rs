@@ -16,6 +16,7 @@ use crate::cli::GcArgs;
 use crate::config::Settings;
 
 pub async fn gc(settings: &Settings, args: &GcArgs) -> anyhow::Result<ExitCode> {
+    crate::config::store::require_jsonl(settings, "roder runners gc")?;
     let store = JsonlThreadStore {
         base_path: settings.threads_dir(),
     };

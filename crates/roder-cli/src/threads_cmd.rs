@@ -18,6 +18,7 @@ fn store(settings: &Settings) -> JsonlThreadStore {
 }
 
 pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
+    crate::config::store::require_jsonl(settings, "roder threads list")?;
     let store = store(settings);
     let threads = store.list_threads().await?;
     if threads.is_empty() {
@@ -53,6 +54,7 @@ pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCode> {
+    crate::config::store::require_jsonl(settings, "roder threads show")?;
     let snapshot = store(settings)
         .load_thread(thread_id)
         .await?

@@ -8,10 +8,11 @@ use roder_api::extension::ExtensionRegistryBuilder;
 use roder_api::inference::InferenceEngine;
 use roder_core::{Runtime, RuntimeConfig};
 use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
 use roder_ext_runner_docker::DockerRunnerProvider;
-use roder_ext_runner_git_worktree::{GitWorktreeMaterializer, GitWorktreeRunnerProvider};
+use roder_ext_runner_git_worktree::{
+    GitCheckpointer, GitWorktreeMaterializer, GitWorktreeRunnerProvider,
+};
 use roder_ext_runner_sprites::{SpritesProviderOptions, SpritesRunnerProvider};
 use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
 
@@ -43,9 +44,7 @@ pub fn runtime(
     for (name, entry) in &settings.providers {
         builder.inference_engine(engine(name, entry)?);
     }
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: settings.threads_dir(),
-    }));
+    builder.thread_store_factory(crate::config::store::factory(settings)?);
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
     crate::mcp_tools::install(&mut builder, settings, workspace)?;
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));
@@ -59,6 +58,9 @@ pub fn runtime(
     builder.remote_runner_provider(Arc::new(GitWorktreeRunnerProvider::new(
         settings.worktrees_dir(),
     )));
+    // Per-turn checkpoints of worktree threads and of local workspaces in
+    // a git repository (rollback, fork); forks become worktrees here.
+    builder.workspace_checkpointer(Arc::new(GitCheckpointer::new(settings.worktrees_dir())));
     builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
         settings.worktrees_dir(),
     )));
@@ -69,6 +71,10 @@ pub fn runtime(
         sandbox: settings.sandbox.clone(),
         credential_vars: settings.credential_vars(),
         auto_compact_token_limit: settings.auto_compact_token_limit,
+        writer_lease_ttl: settings.writer_lease_ttl_secs.map_or(
+            RuntimeConfig::default().writer_lease_ttl,
+            std::time::Duration::from_secs,
+        ),
         reasoning: settings.reasoning_effort,
         ..RuntimeConfig::default()
     };

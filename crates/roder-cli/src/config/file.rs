@@ -29,6 +29,14 @@ pub struct ConfigFile {
     /// MCP servers whose tools the model gets (see `mcp_servers.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
+    /// The thread store: "jsonl" (default) or a postgres:// URL (see
+    /// `store.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// How long a thread's writer lease lasts unrenewed (default 30): with
+    /// a shared store, how soon another replica takes a dead one's thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_lease_ttl_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

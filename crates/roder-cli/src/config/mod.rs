@@ -4,6 +4,7 @@
 mod file;
 pub mod mcp_servers;
 mod settings;
+pub mod store;
 
 pub use file::{ProviderEntry, ProviderKind, RunnerEntry};
 pub use settings::Settings;

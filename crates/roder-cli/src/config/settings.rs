@@ -47,6 +47,8 @@ pub struct Settings {
     pub reasoning_effort: Option<roder_api::inference::ReasoningEffort>,
     /// The enabled `[mcp_servers.*]`, checked.
     pub mcp_servers: Vec<roder_ext_mcp::McpServerConfig>,
+    pub store: super::store::StoreChoice,
+    pub writer_lease_ttl_secs: Option<u64>,
 }
 
 /// Providers that need no table.
@@ -122,6 +124,12 @@ impl Settings {
             auto_compact_token_limit: file.auto_compact_token_limit,
             reasoning_effort: file.reasoning_effort,
             mcp_servers,
+            store: match &file.store {
+                Some(store) => super::store::StoreChoice::parse(store)
+                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+                None => Default::default(),
+            },
+            writer_lease_ttl_secs: file.writer_lease_ttl_secs,
         })
     }
 
@@ -157,6 +165,10 @@ impl Settings {
             "model = \"{}/{}\"  # from {}\n",
             self.model.provider, self.model.model, self.model_source
         ));
+        out.push_str(&format!("store = \"{}\"\n", self.store.describe()));
+        if let Some(ttl) = self.writer_lease_ttl_secs {
+            out.push_str(&format!("writer_lease_ttl_secs = {ttl}\n"));
+        }
         if let Some(limit) = self.auto_compact_token_limit {
             out.push_str(&format!("auto_compact_token_limit = {limit}\n"));
         }

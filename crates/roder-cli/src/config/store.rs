@@ -1,0 +1,123 @@
+//! Which thread store a runtime uses: the JSONL store under
+//! `$RODER_HOME/threads` (the default), or a shared PostgreSQL database for
+//! many replicas (`store = "postgres://..."` in `config.toml`, or
+//! `roder app-server --store postgres://...`).
+
+use std::sync::Arc;
+
+use anyhow::bail;
+use roder_api::thread::ThreadStoreFactory;
+use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_ext_postgres_thread_store::store::redacted;
+use roder_ext_postgres_thread_store::{PostgresThreadStore, PostgresThreadStoreFactory};
+
+use crate::config::Settings;
+
+/// A thread store, as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// `$RODER_HOME/threads`.
+    #[default]
+    Jsonl,
+    /// A PostgreSQL database (the URL may hold a password: never show it;
+    /// `PGPASSWORD` works too).
+    Postgres { url: String },
+}
+
+impl StoreChoice {
+    /// `"jsonl"`, or a `postgres://` / `postgresql://` URL.
+    pub fn parse(value: &str) -> anyhow::Result<Self> {
+        let value = value.trim();
+        if value == "jsonl" {
+            return Ok(Self::Jsonl);
+        }
+        if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+            return Ok(Self::Postgres {
+                url: value.to_string(),
+            });
+        }
+        bail!(
+            "unknown thread store {}: use \"jsonl\" or a postgres://user@host/db URL",
+            shown(value)
+        )
+    }
+
+    /// What `config show` and errors print: a URL's password is `***`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Jsonl => "jsonl".to_string(),
+            Self::Postgres { url } => redacted(url),
+        }
+    }
+}
+
+/// A value shown in an error: a URL-looking one is redacted.
+fn shown(value: &str) -> String {
+    if value.contains("://") {
+        format!("{:?}", redacted(value))
+    } else {
+        format!("{value:?}")
+    }
+}
+
+/// `settings` with `--store` applied over the config file's `store`.
+pub fn with_flag(settings: &Settings, flag: Option<&str>) -> anyhow::Result<Settings> {
+    let mut settings = settings.clone();
+    if let Some(flag) = flag {
+        settings.store = StoreChoice::parse(flag)?;
+    }
+    Ok(settings)
+}
+
+/// Connects and migrates now, so a server fails at start-up (not on its
+/// first request) when its database is unreachable.
+pub async fn prepare(settings: &Settings) -> anyhow::Result<()> {
+    if let StoreChoice::Postgres { url } = &settings.store {
+        PostgresThreadStore::connect(url).await?.close().await;
+    }
+    Ok(())
+}
+
+/// The factory `crate::wiring::runtime` registers.
+pub fn factory(settings: &Settings) -> anyhow::Result<Arc<dyn ThreadStoreFactory>> {
+    Ok(match &settings.store {
+        StoreChoice::Jsonl => Arc::new(JsonlThreadStoreFactory {
+            base_path: settings.threads_dir(),
+        }),
+        StoreChoice::Postgres { url } => Arc::new(PostgresThreadStoreFactory::lazy(url)?),
+    })
+}
+
+/// Commands that read the JSONL files directly refuse a Postgres store
+/// instead of showing another store's threads.
+pub fn require_jsonl(settings: &Settings, command: &str) -> anyhow::Result<()> {
+    if let StoreChoice::Postgres { .. } = settings.store {
+        bail!(
+            "`{command}` with the Postgres thread store ({}) is not supported: it reads $RODER_HOME/threads only; use the app server's thread/list and thread/read",
+            settings.store.describe()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_jsonl_and_postgres_urls_and_names_the_rest() {
+        assert_eq!(StoreChoice::parse("jsonl").unwrap(), StoreChoice::Jsonl);
+        let choice = StoreChoice::parse("postgres://roder:pw@db:5432/roder").unwrap();
+        assert_eq!(choice.describe(), "postgres://roder:***@db:5432/roder");
+        StoreChoice::parse("postgresql://db/roder").unwrap();
+        let error = StoreChoice::parse("mysql://root:pw@db/x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown thread store") && !error.contains("pw@"),
+            "{error}"
+        );
+        let error = StoreChoice::parse("sqlite").unwrap_err().to_string();
+        assert!(error.contains("\"sqlite\""), "{error}");
+    }
+}
