@@ -44,6 +44,8 @@ mod follow_tests;
 #[cfg(test)]
 mod lease_tests;
 #[cfg(test)]
+mod partition_tests;
+#[cfg(test)]
 mod store_tests;
 #[cfg(test)]
 mod test_fixtures;
