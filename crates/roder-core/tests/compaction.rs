@@ -40,6 +40,8 @@ enum Summary {
 /// each request's estimate as its input tokens.
 struct WindowEngine {
     window: Option<u64>,
+    /// Its tokenizer's count per estimated token (1: bytes / 4).
+    count_factor: u64,
     reported_window: Option<u64>,
     summary: Mutex<Summary>,
     script: Mutex<VecDeque<ScriptedRound>>,
@@ -53,6 +55,7 @@ impl WindowEngine {
     fn new(window: Option<u64>, summary: Summary, script: Vec<ScriptedRound>) -> Arc<Self> {
         Arc::new(Self {
             window,
+            count_factor: 1,
             reported_window: None,
             summary: Mutex::new(summary),
             script: Mutex::new(script.into()),
@@ -125,7 +128,7 @@ impl InferenceEngine for WindowEngine {
         _ctx: InferenceTurnContext<'_>,
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
-        let tokens = estimate(&request);
+        let tokens = estimate(&request) * self.count_factor;
         let is_summary = request.instructions == SUMMARY_INSTRUCTIONS;
         self.requests.lock().unwrap().push(request);
         self.request_seen.notify_waiters();
@@ -785,4 +788,36 @@ async fn a_reopened_thread_is_rebuilt_from_its_last_compaction_not_its_whole_log
     let mut both = first.usage.clone();
     both.add(&second.usage);
     assert_eq!(second.thread_usage, both);
+}
+
+#[tokio::test]
+async fn the_threshold_is_checked_in_the_models_own_count() {
+    // A tokenizer that counts twice bytes / 4: checked against the estimate
+    // alone, requests would cross the window before any compaction.
+    let mut engine = WindowEngine::new(
+        Some(8_000),
+        Summary::Text("short".into()),
+        reading_script(20),
+    );
+    Arc::get_mut(&mut engine).unwrap().count_factor = 2;
+    let setup = setup(engine, |config| {
+        config.auto_compact_token_limit = Some(5_000)
+    });
+    write_big_file(&setup);
+    let thread_id = setup.runtime.create_thread(None).await.unwrap().thread_id;
+    let events = run_turn(&setup, &thread_id, "read big.txt twenty times").await;
+    assert_eq!(
+        completed_turn(&events).final_message.as_deref(),
+        Some("read it all")
+    );
+    assert!(!compactions(&events).is_empty());
+    assert_eq!(
+        *setup.engine.refused.lock().unwrap(),
+        0,
+        "every request stayed inside the window as the model counts it"
+    );
+    // And every turn request after the first stayed under the threshold.
+    for request in setup.engine.turn_requests() {
+        assert!(estimate(&request) * 2 <= 8_000);
+    }
 }

@@ -15,6 +15,7 @@
 pub(crate) mod compaction;
 pub(crate) mod context;
 mod driver;
+mod gauge;
 mod model;
 pub(crate) mod plan;
 mod record;

@@ -13,6 +13,7 @@ use roder_api::transcript::TranscriptItem;
 use crate::policy;
 use crate::turn::compaction::{self, CompactionInput, Limits};
 use crate::turn::context::TurnContext;
+use crate::turn::gauge::Gauge;
 use crate::turn::model::{self, ModelResponse, PhasedText};
 use crate::turn::record::OpenCalls;
 use crate::turn::tool_call;
@@ -38,6 +39,7 @@ pub(crate) async fn run_rounds(
         &ctx.runtime.config.reliability,
     )
     .await;
+    let mut gauge = Gauge::default();
     let mut round = 0u32;
     loop {
         round = round.saturating_add(1);
@@ -47,7 +49,7 @@ pub(crate) async fn run_rounds(
             round,
         }))
         .await?;
-        let response = request_fitting(ctx, &tools, &limits, &mut usage).await?;
+        let response = request_fitting(ctx, &tools, &limits, &mut gauge, &mut usage).await?;
         record_usage(ctx, &mut usage, &response.usage).await?;
         let last = response.tool_calls.is_empty() || response.cut_off_call.is_some();
         for reasoning in response.reasoning_transcript() {
@@ -87,34 +89,51 @@ async fn next_request(ctx: TurnContext<'_>, tools: &[ToolSpec]) -> (AgentInferen
 }
 
 /// One model request that fits: compacts first when the request would cross
-/// the threshold, and compacts and retries once when the provider refuses
-/// it as too long.
+/// the threshold (sized by `gauge`), and compacts and retries once when the
+/// provider refuses it as too long.
 async fn request_fitting(
     ctx: TurnContext<'_>,
     tools: &[ToolSpec],
     limits: &Limits,
+    gauge: &mut Gauge,
     usage: &mut TokenUsage,
 ) -> anyhow::Result<ModelResponse> {
+    let (request, response) = send_fitting(ctx, tools, limits, gauge, usage).await?;
+    gauge.answered(&request, &response.usage);
+    Ok(response)
+}
+
+/// [`request_fitting`]'s work; returns the request that was answered.
+async fn send_fitting(
+    ctx: TurnContext<'_>,
+    tools: &[ToolSpec],
+    limits: &Limits,
+    gauge: &mut Gauge,
+    usage: &mut TokenUsage,
+) -> anyhow::Result<(AgentInferenceRequest, ModelResponse)> {
     let (mut request, mut last_seq) = next_request(ctx, tools).await;
     if let Some(threshold) = limits.threshold
-        && compaction::estimate_tokens(&request) > threshold
+        && gauge.size(&request) > threshold
     {
         let compacted = compact_in_turn(
             ctx,
             request.clone(),
             last_seq,
-            threshold,
+            gauge.in_estimate(threshold),
             CompactionTrigger::Auto,
             usage,
         )
         .await;
         match compacted {
-            Ok(()) => (request, last_seq) = next_request(ctx, tools).await,
+            Ok(()) => {
+                gauge.compacted();
+                (request, last_seq) = next_request(ctx, tools).await;
+            }
             Err(error) => {
                 if ctx.cancellation().is_cancelled() {
                     return Err(error);
                 }
-                let estimate = compaction::estimate_tokens(&request);
+                let estimate = gauge.size(&request);
                 if let Some(window) = limits.window
                     && estimate > window
                 {
@@ -136,13 +155,16 @@ async fn request_fitting(
         Ok(_) => None,
     };
     let Some(overflow) = overflow else {
-        return first;
+        return first.map(|response| (request, response));
     };
-    // Aim under what the provider refused.
+    // Aim under what the provider refused (in the estimate's units, as
+    // compaction measures).
     let refused = compaction::estimate_tokens(&request);
     let threshold = limits
         .threshold
-        .map_or(refused, |threshold| threshold.min(refused))
+        .map_or(refused, |threshold| {
+            gauge.in_estimate(threshold).min(refused)
+        })
         .saturating_mul(3)
         / 4;
     compact_in_turn(
@@ -160,14 +182,18 @@ async fn request_fitting(
             overflow.message
         ))
     })?;
+    gauge.compacted();
     let (request, _) = next_request(ctx, tools).await;
-    model::request(ctx, request).await.map_err(|error| {
-        if error.downcast_ref::<ContextOverflow>().is_some() {
-            error.context("the request is still too long after compacting the thread once")
-        } else {
-            error
-        }
-    })
+    let response = model::request(ctx, request.clone())
+        .await
+        .map_err(|error| {
+            if error.downcast_ref::<ContextOverflow>().is_some() {
+                error.context("the request is still too long after compacting the thread once")
+            } else {
+                error
+            }
+        })?;
+    Ok((request, response))
 }
 
 /// Compacts the thread inside the turn: one `ContextCompacted` event once the
