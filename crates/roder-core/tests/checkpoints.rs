@@ -414,3 +414,48 @@ async fn without_a_checkpointer_rollback_and_fork_say_not_supported() {
     }
     assert!(runtime.rewind_targets(&thread_id).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_unix_local_thread_rolls_back_and_forks_by_directory_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("runner-root");
+    let engine = ScriptedEngine::new(vec![
+        round(&[write("a", "made.txt", "one\n")]),
+        final_round("made"),
+    ]);
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(engine);
+    builder.remote_runner_provider(Arc::new(
+        roder_ext_runner_unix_local::UnixLocalRunnerProvider::default(),
+    ));
+    builder.workspace_checkpointer(Arc::new(
+        roder_ext_runner_unix_local::DirectoryCheckpointer::new(dir.path().join("copies")),
+    ));
+    builder.tool_contributor(
+        roder_tools::builtin_coding_tools_contributor(dir.path().to_path_buf()).unwrap(),
+    );
+    let runtime =
+        Arc::new(Runtime::new(builder.build().unwrap(), RuntimeConfig::default()).unwrap());
+    let mut request = CreateThreadRequest::in_workspace(dir.path().display().to_string());
+    request.runner = Some(roder_core::ThreadRunnerSelection {
+        provider_id: "unix-local".into(),
+        config: serde_json::json!({ "root": root }),
+        workspace: root.display().to_string(),
+        read_roots: vec![],
+    });
+    let thread = runtime.create_thread_with(request).await.unwrap();
+    run_turn(&runtime, &thread.thread_id, "make").await;
+    assert!(root.join("made.txt").exists());
+
+    let fork = runtime.fork_thread(&thread.thread_id, None).await.unwrap();
+    let fork_root = fork.runner_binding.as_ref().unwrap().workspace.clone();
+    assert_ne!(fork_root, root);
+    assert!(fork_root.join("made.txt").exists());
+
+    runtime.rollback_thread(&thread.thread_id, 0).await.unwrap();
+    assert!(!root.join("made.txt").exists());
+    assert!(
+        fork_root.join("made.txt").exists(),
+        "the fork keeps its copy"
+    );
+}

@@ -24,6 +24,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod checkpointer;
 mod command;
 pub mod config;
 mod options;
@@ -35,6 +36,7 @@ mod session;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
+pub use checkpointer::{CHECKPOINTER_ID, DirectoryCheckpointer};
 pub use config::UnixLocalConfig;
 pub use options::SessionOptions;
 pub use provider::{PROVIDER_ID, UnixLocalRunnerProvider};
