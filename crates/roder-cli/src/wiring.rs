@@ -14,7 +14,7 @@ use roder_ext_runner_git_worktree::{
     GitCheckpointer, GitWorktreeMaterializer, GitWorktreeRunnerProvider,
 };
 use roder_ext_runner_sprites::{SpritesProviderOptions, SpritesRunnerProvider};
-use roder_ext_runner_unix_local::UnixLocalRunnerProvider;
+use roder_ext_runner_unix_local::{DirectoryCheckpointer, UnixLocalRunnerProvider};
 
 use crate::config::{ProviderEntry, ProviderKind, Settings};
 
@@ -61,6 +61,9 @@ pub fn runtime(
     // Per-turn checkpoints of worktree threads and of local workspaces in
     // a git repository (rollback, fork); forks become worktrees here.
     builder.workspace_checkpointer(Arc::new(GitCheckpointer::new(settings.worktrees_dir())));
+    builder.workspace_checkpointer(Arc::new(DirectoryCheckpointer::new(
+        settings.home.join("checkpoints"),
+    )));
     builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
         settings.worktrees_dir(),
     )));
