@@ -14,6 +14,7 @@ pub mod extension;
 pub mod inference;
 pub mod policy_mode;
 pub mod remote_runner;
+pub mod runner_idle;
 pub mod runner_workspace;
 pub mod sandbox_policy;
 pub mod stop_reason;

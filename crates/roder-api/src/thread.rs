@@ -42,6 +42,10 @@ pub struct ThreadMetadata {
     /// The last known session, to resume instead of creating a new one.
     #[serde(default)]
     pub runner_state: Option<RunnerSessionState>,
+    /// Set when the runtime paused that session because nothing used it
+    /// (`runner_idle`): the thread's next use resumes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runner_idle_paused: bool,
     /// The thread's own sandbox policy, when it has one; otherwise its
     /// runner destination's, else the runtime's.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -55,6 +55,7 @@ pub async fn run() -> anyhow::Result<()> {
             runner_destination: None,
             runner_binding: None,
             runner_state: None,
+            runner_idle_paused: false,
             sandbox: None,
             usage: Default::default(),
             last_compaction_seq: None,

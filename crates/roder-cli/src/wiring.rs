@@ -25,8 +25,15 @@ pub struct Wired {
 }
 
 impl Wired {
-    /// Removes warm-pool containers nobody claimed; call before exiting.
+    /// Applies each live sandbox's `on_idle` (docker: paused, woken by the
+    /// thread's next turn) and removes warm-pool containers nobody claimed;
+    /// call before exiting.
     pub async fn shutdown(&self) {
+        for (thread_id, outcome) in self.runtime.release_idle_runners().await {
+            if let Err(error) = outcome {
+                tracing::warn!("thread {thread_id}: its sandbox was left as it is: {error:#}");
+            }
+        }
         if let Err(error) = self.docker.shutdown_pool().await {
             tracing::warn!("could not remove the docker warm pool: {error:#}");
         }

@@ -8,7 +8,7 @@
 
 mod docker_support;
 
-use docker_support::{docker_or_skip, home_with_docker_runner, roder};
+use docker_support::{docker_or_skip, home_with_docker_runner, roder, thread_id_from};
 use roder_ext_runner_docker::labels;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
 
@@ -75,8 +75,30 @@ async fn a_docker_thread_bound_at_srv_app_reads_writes_and_runs_there() {
 
     let made = containers.list().await;
     assert_eq!(made.len(), 1, "{made:#?}");
-    let labels_of = made.values().next().unwrap();
+    let (container, labels_of) = made.iter().next().unwrap();
     assert!(labels_of.contains_key(labels::THREAD), "{labels_of:#?}");
+    // `roder exec` is done with it: idle, the container is paused.
+    assert!(containers.is_paused(container).await);
+
+    // The thread's next run wakes the same container, files and all.
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-again",
+        "exec_command",
+        r#"{"cmd":"cat shell.txt"}"#,
+    )]));
+    server.push(ChatStream::text_reply("Still there."));
+    let thread_id = thread_id_from(&run.stderr);
+    let again = roder(
+        home.path(),
+        workspace.path(),
+        &["exec", "--thread", &thread_id, "again"],
+    )
+    .await;
+    assert_eq!(again.code, Some(0), "stderr:\n{}", again.stderr);
+    let woken = server.model_requests()[5].body.to_string();
+    assert!(woken.contains("from-shell"), "{woken}");
+    assert_eq!(containers.list().await.len(), 1, "no new container");
+    assert!(containers.is_paused(container).await, "idle again");
 }
 
 #[tokio::test]

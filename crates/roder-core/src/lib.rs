@@ -49,6 +49,7 @@ pub use requests::{
     ThreadRunnerSelection,
 };
 pub use rewind::{RewindTarget, rewind_targets_of};
+pub use runner::idle::IdleRelease;
 pub use runtime::Runtime;
 pub use turn::compaction::{SUMMARY_INSTRUCTIONS, SUMMARY_PREFIX};
 pub use workdirs::{WORKTREE_ID_KEY, WorkdirSelection};

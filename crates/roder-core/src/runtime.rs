@@ -239,6 +239,7 @@ impl Runtime {
             runner_destination,
             runner_binding,
             runner_state: None,
+            runner_idle_paused: false,
             sandbox,
             usage: Default::default(),
             last_compaction_seq: None,

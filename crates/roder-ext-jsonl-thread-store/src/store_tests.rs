@@ -20,6 +20,7 @@ fn metadata(thread_id: &str, updated_at: OffsetDateTime) -> ThreadMetadata {
         runner_destination: None,
         runner_binding: None,
         runner_state: None,
+        runner_idle_paused: false,
         sandbox: None,
         usage: Default::default(),
         last_compaction_seq: None,

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 use anyhow::bail;
+use roder_api::runner_idle::ON_IDLE_CONFIG_KEY;
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use roder_api::sandbox_policy::{
     BASE_ENV, KNOWN_CREDENTIAL_VARS, SANDBOX_CONFIG_KEY, SandboxMode, SandboxPolicy,
@@ -32,7 +33,7 @@ pub const DEFAULT_NETWORK: &str = "none";
 /// Most pre-created containers one destination config may keep warm.
 pub const MAX_POOL_SIZE: usize = 32;
 
-const KNOWN_FIELDS: [&str; 15] = [
+const KNOWN_FIELDS: [&str; 16] = [
     "image",
     WORKSPACE_CONFIG_KEY,
     "workdir",
@@ -48,6 +49,8 @@ const KNOWN_FIELDS: [&str; 15] = [
     "pool_size",
     SANDBOX_CONFIG_KEY,
     "user",
+    // The runtime's (`roder_api::runner_idle`); this provider ignores it.
+    ON_IDLE_CONFIG_KEY,
 ];
 
 /// What `close` does with the container.

@@ -622,3 +622,124 @@ async fn a_new_thread_starts_on_a_warm_pool_container() {
     provider.shutdown_pool().await.unwrap();
     outside_view(&state).await.close().await.unwrap();
 }
+
+/// Whether the daemon reports `container` paused.
+async fn is_paused(provider: &DockerRunnerProvider, container: &str) -> bool {
+    let docker = provider.docker().await.unwrap();
+    docker
+        .inspect_container(container, None)
+        .await
+        .unwrap()
+        .state
+        .and_then(|state| state.paused)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn an_idle_sandbox_is_paused_and_the_threads_next_turn_wakes_it_from_a_new_process() {
+    let Some(provider) =
+        provider("an_idle_sandbox_is_paused_and_the_threads_next_turn_wakes_it_from_a_new_process")
+            .await
+    else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let host = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let first_engine = ScriptedEngine::new(vec![
+        tool_round(&[(
+            "w",
+            "write_file",
+            r#"{"path": "kept.txt", "content": "written before the pause\n"}"#,
+        )]),
+        final_round("done"),
+    ]);
+    let first = runtime(
+        &[first_engine],
+        store.path(),
+        host.path(),
+        Arc::new(DockerRunnerProvider::connect().unwrap()),
+    );
+    let mut events = first.subscribe_events();
+    let thread = docker_thread(&first, host.path(), label.config(json!({})), None).await;
+    first
+        .start_turn(StartTurnRequest::new(&thread, "write"))
+        .await
+        .unwrap();
+    assert_completed(&until_turn_ends(&mut events, &thread).await);
+    let container = runner_state(&first, &thread).await.session_id;
+    assert!(!is_paused(&provider, &container).await);
+
+    // The process is done with its sessions: on_idle's default pauses.
+    let released = first.release_idle_runners().await;
+    assert_eq!(released.len(), 1, "{released:?}");
+    let (released_thread, outcome) = &released[0];
+    assert_eq!(released_thread, &thread);
+    assert!(outcome.as_ref().unwrap().paused.is_some());
+    assert!(is_paused(&provider, &container).await);
+    assert!(first.release_idle_runners().await.is_empty(), "forgotten");
+    drop(first);
+
+    // A new process: its first tool call wakes the same container.
+    let second_engine = ScriptedEngine::new(vec![
+        tool_round(&[("r", "exec_command", r#"{"cmd": "cat kept.txt"}"#)]),
+        final_round("done"),
+    ]);
+    let second = runtime(
+        std::slice::from_ref(&second_engine),
+        store.path(),
+        host.path(),
+        Arc::new(DockerRunnerProvider::connect().unwrap()),
+    );
+    let mut events = second.subscribe_events();
+    second
+        .start_turn(StartTurnRequest::new(&thread, "read"))
+        .await
+        .unwrap();
+    let turn = until_turn_ends(&mut events, &thread).await;
+    assert_completed(&turn);
+    let outputs = tool_outputs(&turn);
+    assert!(
+        outputs[0].1.contains("written before the pause") && !outputs[0].2,
+        "{outputs:#?}"
+    );
+    assert!(!is_paused(&provider, &container).await);
+    assert_eq!(label.containers().await, vec![container.clone()]);
+    let metadata = second.thread_metadata(&thread).await.unwrap();
+    assert!(!metadata.runner_idle_paused);
+
+    // `keep` leaves it running; an on_idle the runtime cannot do is refused
+    // when the thread is bound.
+    let kept = docker_thread(
+        &second,
+        host.path(),
+        label.config(json!({"on_idle": "keep"})),
+        None,
+    )
+    .await;
+    second_engine.push_round(tool_round(&[("t", "exec_command", r#"{"cmd": "true"}"#)]));
+    second
+        .start_turn(StartTurnRequest::new(&kept, "run"))
+        .await
+        .unwrap();
+    assert_completed(&until_turn_ends(&mut events, &kept).await);
+    let kept_container = runner_state(&second, &kept).await.session_id;
+    let refused = bind_docker_thread(
+        &second,
+        host.path(),
+        label.config(json!({"on_idle": "stop"})),
+        None,
+        "/workspace",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("not supported yet"), "{refused}");
+    let released = second.release_idle_runners().await;
+    assert_eq!(released.len(), 2, "{released:?}");
+    for (_, outcome) in released {
+        outcome.unwrap();
+    }
+    assert!(is_paused(&provider, &container).await);
+    assert!(!is_paused(&provider, &kept_container).await);
+}

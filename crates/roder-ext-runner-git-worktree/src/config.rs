@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 
 use anyhow::bail;
+use roder_api::runner_idle::ON_IDLE_CONFIG_KEY;
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use roder_api::sandbox_policy::{SANDBOX_CONFIG_KEY, SandboxPolicy};
 use roder_ext_runner_unix_local::config::parse_sandbox;
@@ -23,13 +24,15 @@ use serde_json::{Map, Value};
 
 /// Fields a config may hold. Anything else is refused, so a typo
 /// (`"worktree"`) is an error instead of a silently ignored setting.
-const KNOWN_FIELDS: [&str; 6] = [
+const KNOWN_FIELDS: [&str; 7] = [
     "worktree_id",
     "relative_cwd",
     "repository",
     "selector",
     WORKSPACE_CONFIG_KEY,
     SANDBOX_CONFIG_KEY,
+    // The runtime's (`roder_api::runner_idle`); this provider ignores it.
+    ON_IDLE_CONFIG_KEY,
 ];
 
 /// Which worktree a session works in, and where inside it.

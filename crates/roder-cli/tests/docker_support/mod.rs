@@ -65,6 +65,17 @@ impl Containers {
     pub async fn list(&self) -> HashMap<String, HashMap<String, String>> {
         list_labelled(&self.docker, &self.label).await
     }
+
+    /// Whether the daemon reports container `id` paused.
+    pub async fn is_paused(&self, id: &str) -> bool {
+        self.docker
+            .inspect_container(id, None)
+            .await
+            .unwrap()
+            .state
+            .and_then(|state| state.paused)
+            .unwrap_or(false)
+    }
 }
 
 async fn list_labelled(docker: &Docker, label: &str) -> HashMap<String, HashMap<String, String>> {

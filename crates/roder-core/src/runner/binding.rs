@@ -65,6 +65,7 @@ pub(crate) async fn bind_selection(
         )?,
         default_manifest: RunnerManifest::default(),
     };
+    check_on_idle(provider.as_ref(), &destination.config)?;
     provider.validate_destination(&destination).await?;
     Ok(ThreadRunnerBinding {
         destination,
@@ -90,6 +91,7 @@ pub(crate) fn auto_binding(
     let Some(workspace) = configured.or_else(|| provider.default_workspace()) else {
         return Ok(None);
     };
+    check_on_idle(provider.as_ref(), &destination.config)?;
     let mut destination = destination.clone();
     destination.config = with_sandbox(
         with_bound_workspace(&destination.config, &workspace)?,
@@ -100,6 +102,17 @@ pub(crate) fn auto_binding(
         workspace: absolute_runner_path(&workspace, "working_dir")?,
         read_roots: Vec::new(),
     }))
+}
+
+/// Refuses an `on_idle` the provider cannot honour, when the thread is
+/// bound, instead of when it goes idle.
+fn check_on_idle(
+    provider: &dyn roder_api::remote_runner::RemoteRunnerProvider,
+    config: &serde_json::Value,
+) -> anyhow::Result<()> {
+    roder_api::runner_idle::on_idle(config, provider.capabilities().pausable)
+        .map(|_| ())
+        .map_err(anyhow::Error::msg)
 }
 
 /// `config` with the bound workspace under [`WORKSPACE_CONFIG_KEY`], so the

@@ -41,7 +41,7 @@ impl Runtime {
     /// The thread's runner destination: its binding's, else the runtime-level
     /// destination recorded when it was created (lifecycle operations work on
     /// a sandbox even when no workspace was known to bind tools to).
-    async fn thread_destination(
+    pub(crate) async fn thread_destination(
         &self,
         thread_id: &str,
     ) -> anyhow::Result<(
@@ -160,7 +160,7 @@ impl Runtime {
         Ok(state)
     }
 
-    async fn record_lifecycle(
+    pub(crate) async fn record_lifecycle(
         &self,
         thread: &ThreadState,
         provider: &Arc<dyn RemoteRunnerProvider>,

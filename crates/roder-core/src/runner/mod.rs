@@ -7,10 +7,12 @@
 //! * [`lease`]: the provider-owned fence around one execution.
 //! * [`deadline`]: what is left of a turn's deadline.
 //! * [`lifecycle`]: pause, resume, detach, rejoin.
+//! * [`idle`]: what becomes of sessions nothing uses any more (`on_idle`).
 
 pub(crate) mod binding;
 pub(crate) mod deadline;
 pub(crate) mod execution_lock;
+pub(crate) mod idle;
 pub(crate) mod lease;
 pub(crate) mod lifecycle;
 pub(crate) mod provision;

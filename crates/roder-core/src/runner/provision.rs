@@ -1,5 +1,6 @@
 //! Getting a live session for a bound thread: resume the persisted one when it
-//! belongs to the same provider and destination, otherwise (or when resuming
+//! belongs to the same provider and destination (and wake it when the
+//! runtime paused it for idleness, `idle.rs`), otherwise (or when resuming
 //! fails because the state is stale) create a fresh one. The new state is
 //! persisted before the session is handed out, so a crash right after never
 //! loses track of a sandbox.
@@ -57,6 +58,7 @@ impl Provisioner {
             .await?
             .ok_or_else(|| RuntimeError::ThreadNotFound(self.thread.thread_id.clone()))?;
         let provider_id = self.provider.id();
+        let idle_paused = metadata.runner_idle_paused;
         let resumable = metadata.runner_state.filter(|state| {
             state.provider_id == provider_id && state.destination_id == self.destination.id
         });
@@ -72,6 +74,13 @@ impl Provisioner {
             }
         }
         let (session, action) = match resumed {
+            // Paused by the runtime when it was idle: this use wakes it.
+            Some(session) if idle_paused => {
+                session.resume().await.map_err(|error| {
+                    error.context("could not wake the sandbox paused while idle")
+                })?;
+                (session, RunnerLifecycleAction::Resumed)
+            }
             Some(session) => (session, RunnerLifecycleAction::Resumed),
             None => (
                 self.provider

@@ -128,6 +128,16 @@ impl SessionCache {
             .insert(thread_id.to_string(), Slot::Ready(session));
     }
 
+    /// The threads whose session is live (not initializing).
+    pub fn ready_threads(&self) -> Vec<String> {
+        self.slots()
+            .by_thread
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Ready(_)))
+            .map(|(thread_id, _)| thread_id.clone())
+            .collect()
+    }
+
     /// Forgets the thread's session (after a detach) and returns it if it
     /// was live. An initialization in flight is left to finish; its result
     /// is then dropped.

@@ -33,6 +33,8 @@ pub(crate) async fn persist_runner_state(
 ) -> anyhow::Result<()> {
     update_metadata(store, thread, |metadata| {
         metadata.runner_state = Some(state);
+        // A state recorded now is a live session's: no longer idle-paused.
+        metadata.runner_idle_paused = false;
     })
     .await
     .map(|_| ())

@@ -1,0 +1,78 @@
+//! Sessions nothing uses any more: [`Runtime::release_idle_runners`].
+//!
+//! A process that is about to exit holds live sessions that no later call of
+//! it will use. Each destination's `on_idle` (`roder_api::runner_idle`) says
+//! what becomes of them: paused (the default where the provider can pause),
+//! so an idle sandbox holds no CPU, and marked in the thread's metadata so
+//! the thread's next use, in any process, resumes it (`provision.rs`); or
+//! kept running.
+
+use roder_api::events::RunnerLifecycleAction;
+use roder_api::remote_runner::RunnerSessionState;
+use roder_api::runner_idle::{OnIdle, on_idle};
+
+use crate::runner::state::update_metadata;
+use crate::runtime::Runtime;
+
+/// What [`Runtime::release_idle_runners`] did with one thread's session.
+#[derive(Debug)]
+pub struct IdleRelease {
+    pub thread_id: String,
+    /// The session's state after pausing; `None` when it was kept running.
+    pub paused: Option<RunnerSessionState>,
+}
+
+impl Runtime {
+    /// Applies each live session's `on_idle` and forgets the session: call
+    /// when this process will not use its sessions again (before exiting).
+    /// A thread whose turn is running is left alone. Failures are returned
+    /// per thread, after the others were released.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) {
+    /// for (thread_id, outcome) in runtime.release_idle_runners().await {
+    ///     if let Err(error) = outcome {
+    ///         eprintln!("thread {thread_id}: its sandbox keeps running: {error:#}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn release_idle_runners(&self) -> Vec<(String, anyhow::Result<IdleRelease>)> {
+        let mut released = Vec::new();
+        for thread_id in self.sessions.ready_threads() {
+            let outcome = self.release_idle(&thread_id).await;
+            released.push((thread_id, outcome));
+        }
+        released
+    }
+
+    async fn release_idle(&self, thread_id: &str) -> anyhow::Result<IdleRelease> {
+        let (thread, destination, provider) = self.thread_destination(thread_id).await?;
+        if thread.active_turn().is_some() {
+            anyhow::bail!("thread \"{thread_id}\" is running a turn; its sandbox is not idle");
+        }
+        let idle = on_idle(&destination.config, provider.capabilities().pausable)
+            .map_err(anyhow::Error::msg)?;
+        let Some(session) = self.sessions.evict(thread_id) else {
+            anyhow::bail!("thread \"{thread_id}\" has no live session");
+        };
+        if idle == OnIdle::Keep {
+            return Ok(IdleRelease {
+                thread_id: thread_id.to_string(),
+                paused: None,
+            });
+        }
+        let _writer = self.open_writer(&thread).await?;
+        let state = session.pause().await?;
+        self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Paused, &state)
+            .await?;
+        update_metadata(self.store.as_ref(), &thread, |metadata| {
+            metadata.runner_idle_paused = true;
+        })
+        .await?;
+        Ok(IdleRelease {
+            thread_id: thread_id.to_string(),
+            paused: Some(state),
+        })
+    }
+}
