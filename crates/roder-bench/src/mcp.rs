@@ -3,7 +3,10 @@
 //! `roder-ext-mcp` tool source over stdio, JSONL store, every event
 //! persisted) against N calls of the same tool made directly with an rmcp
 //! client on another instance of the same server, in the same run,
-//! interleaved. `overhead_per_call_ms` is the difference per call.
+//! interleaved. `overhead_per_call_ms` is the difference per call. The
+//! context splits it: the tool source's executor called without a runtime,
+//! and the same turn calling a tool that answers at once (the turn loop's
+//! own cost, whatever the tool).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,15 +34,18 @@ pub async fn run() -> anyhow::Result<()> {
     let mut direct = Vec::new();
     let mut tool = Vec::new();
     let mut runtime = Vec::new();
+    let mut floor = Vec::new();
     for _ in 0..REPEATS {
         direct.push(direct_calls(CALLS).await?.as_secs_f64());
         tool.push(tool_calls(CALLS).await?.as_secs_f64());
-        runtime.push(through_runtime(CALLS).await?.as_secs_f64());
+        runtime.push(through_runtime(CALLS, false).await?.as_secs_f64());
+        floor.push(through_runtime(CALLS, true).await?.as_secs_f64());
     }
     let per_call_ms = |seconds: f64| seconds * 1000.0 / CALLS as f64;
     let direct = median(&mut direct);
     let tool = median(&mut tool);
     let runtime = median(&mut runtime);
+    let floor = median(&mut floor);
     print(
         "mcp",
         "overhead_per_call_ms",
@@ -49,7 +55,8 @@ pub async fn run() -> anyhow::Result<()> {
             "transport": "stdio",
             "direct_rmcp_ms_per_call": per_call_ms(direct),
             "tool_source_ms_per_call": per_call_ms(tool),
-            "runtime_ms_per_call": per_call_ms(runtime) }),
+            "runtime_ms_per_call": per_call_ms(runtime),
+            "noop_tool_runtime_ms_per_call": per_call_ms(floor) }),
     );
     Ok(())
 }
@@ -108,10 +115,49 @@ async fn tool_calls(calls: usize) -> anyhow::Result<Duration> {
     Ok(started.elapsed())
 }
 
+/// A tool that answers at once: the turn loop's own cost per call.
+struct Noop;
+
+#[async_trait::async_trait]
+impl roder_api::tools::ToolExecutor for Noop {
+    fn spec(&self) -> roder_api::tools::ToolSpec {
+        roder_api::tools::ToolSpec {
+            name: "noop".into(),
+            description: "Answers at once.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    async fn execute(
+        &self,
+        _ctx: roder_api::tools::ToolExecutionContext,
+        call: roder_api::tools::ToolCall,
+    ) -> anyhow::Result<roder_api::tools::ToolResult> {
+        Ok(roder_api::tools::ToolResult::ok(
+            &call,
+            "ok",
+            serde_json::Value::Null,
+        ))
+    }
+}
+
+struct NoopContributor;
+
+impl roder_api::tools::ToolContributor for NoopContributor {
+    fn id(&self) -> String {
+        "noop".into()
+    }
+
+    fn contribute(&self, registry: &mut roder_api::tools::ToolRegistry) -> anyhow::Result<()> {
+        registry.register(Arc::new(Noop))
+    }
+}
+
 /// A scripted turn of N calls through the runtime. The server is started
 /// (and one call made) before the clock starts, as a configured server is
-/// before a turn.
-async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
+/// before a turn. With `noop`, the calls go to a tool that answers at once
+/// instead (the server still runs, idle), which is the turn loop's floor.
+async fn through_runtime(calls: usize, noop: bool) -> anyhow::Result<Duration> {
     let workspace = tempfile::tempdir()?;
     let store = tempfile::tempdir()?;
     let source = McpToolSource::start(
@@ -122,7 +168,11 @@ async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
     if let Some((_, ServerStatus::Failed { error, .. })) = source.statuses().first() {
         return Err(server_missing(error));
     }
-    let name = format!("mcp__time__{TOOL}");
+    let name = if noop {
+        "noop".to_string()
+    } else {
+        format!("mcp__time__{TOOL}")
+    };
     let mut rounds: Vec<ScriptedRound> = (0..=calls)
         .map(|index| {
             let id = format!("call-{index}");
@@ -139,6 +189,7 @@ async fn through_runtime(calls: usize) -> anyhow::Result<Duration> {
         workspace.path(),
     )?);
     builder.tool_contributor(Arc::new(source));
+    builder.tool_contributor(Arc::new(NoopContributor));
     let runtime = Arc::new(Runtime::new(
         builder.build()?,
         RuntimeConfig {
