@@ -1,5 +1,6 @@
-//! Appends: one transaction that locks the thread's row, checks the lease
-//! and the seq under that lock, inserts the events and moves the log's end.
+//! Appends: one call of `roder_append` (migrations/0002), one implicit
+//! transaction that locks the thread's row, checks the lease and the seq
+//! under that lock, inserts the events, moves the log's end and notifies.
 //!
 //! The row lock is what makes the checks true at commit: a takeover
 //! (`lease.rs`) updates the same row, so it waits for an append in flight
@@ -7,24 +8,14 @@
 //! thread are serialised; the second sees the first's `last_seq` and is
 //! refused instead of writing a seq twice.
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use roder_api::events::EventEnvelope;
 use roder_api::writer_lease::{WriterIdentity, WriterLease};
+use sqlx::postgres::PgDatabaseError;
 
 use crate::follow::CHANNEL;
-use crate::store::{PostgresThreadStore, to_i64, to_u64};
+use crate::store::{PostgresThreadStore, to_i64};
 use crate::thread_id;
-
-/// The thread's row as an append sees it, locked.
-struct Head {
-    last_seq: i64,
-    lease_generation: i64,
-    /// A holder is named and its expiry is ahead on the database's clock.
-    lease_live: bool,
-    lease_holder: Option<String>,
-}
-
-type HeadRow = (i64, i64, bool, Option<String>);
 
 /// Appends `events` to `thread_id`, under `lease` when given.
 ///
@@ -46,7 +37,7 @@ pub(crate) async fn append(
             lease.thread_id()
         );
     }
-    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+    let Some(first) = events.first() else {
         return Ok(());
     };
     check_batch(thread_id, events)?;
@@ -60,74 +51,40 @@ pub(crate) async fn append(
         );
     }
 
-    let mut tx = store.pool.begin().await.context("cannot begin an append")?;
-    if lease.is_none() {
-        // The contract lets events come before metadata: the first append
-        // creates the thread's row. A leased append needs the row (the lease
-        // lives on it), so it never re-creates a deleted thread.
-        sqlx::query("INSERT INTO roder_threads (thread_id) VALUES ($1) ON CONFLICT DO NOTHING")
-            .bind(thread_id)
-            .execute(&mut *tx)
-            .await
-            .with_context(|| format!("cannot create thread \"{thread_id}\""))?;
-    }
-    let head: Option<HeadRow> = sqlx::query_as(
-        "SELECT last_seq, lease_generation,
-                (lease_owner_id IS NOT NULL AND lease_expires_at > now()) AS lease_live,
-                lease_holder::text AS lease_holder
-         FROM roder_threads WHERE thread_id = $1 FOR UPDATE",
-    )
-    .bind(thread_id)
-    .fetch_optional(&mut *tx)
-    .await
-    .with_context(|| format!("cannot lock thread \"{thread_id}\" for an append"))?;
-    let Some((last_seq, lease_generation, lease_live, lease_holder)) = head else {
-        bail!(
-            "append to thread \"{thread_id}\" refused: the thread does not exist (it was deleted); its writer lease went with it"
-        );
-    };
-    let head = Head {
-        last_seq,
-        lease_generation,
-        lease_live,
-        lease_holder,
-    };
-    check_lease(thread_id, lease, &head)?;
-    let on_log = to_u64(head.last_seq);
-    if Some(first.seq) != on_log.checked_add(1) {
-        bail!(
-            "append of seq {} to thread \"{thread_id}\" refused: its log ends at seq {on_log}, so the next seq is {}; another writer may be appending to this thread (take its writer lease before writing)",
-            first.seq,
-            on_log.saturating_add(1)
-        );
-    }
-    sqlx::query(
-        "INSERT INTO roder_events (thread_id, seq, envelope)
-         SELECT $1, seq, envelope::json FROM UNNEST($2::bigint[], $3::text[]) AS batch (seq, envelope)",
-    )
-    .bind(thread_id)
-    .bind(&seqs)
-    .bind(&bodies)
-    .execute(&mut *tx)
-    .await
-    .with_context(|| format!("cannot insert events of thread \"{thread_id}\""))?;
-    let last_seq = to_i64(last.seq, "seq")?;
-    sqlx::query("UPDATE roder_threads SET last_seq = $2 WHERE thread_id = $1")
+    // One round trip: `roder_append` (migrations/0002) locks the row,
+    // checks the fence and the seq, inserts, moves the end and notifies
+    // (delivered at commit, to every replica listening: see `follow.rs`).
+    let generation = lease.map(|lease| i64::try_from(lease.generation()).unwrap_or(i64::MAX));
+    let appended = sqlx::query("SELECT roder_append($1, $2, $3, $4, $5)")
         .bind(thread_id)
-        .bind(last_seq)
-        .execute(&mut *tx)
-        .await
-        .with_context(|| format!("cannot move the end of thread \"{thread_id}\"'s log"))?;
-    // Delivered at commit, to every replica listening (see `follow.rs`).
-    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(generation)
+        .bind(&seqs)
+        .bind(&bodies)
         .bind(CHANNEL)
-        .bind(format!("{thread_id} {last_seq}"))
-        .execute(&mut *tx)
-        .await
-        .with_context(|| format!("cannot notify followers of thread \"{thread_id}\""))?;
-    tx.commit()
-        .await
-        .with_context(|| format!("cannot commit an append to thread \"{thread_id}\""))
+        .execute(&store.pool)
+        .await;
+    match appended {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(error)) => {
+            let code = error.code().map(|code| code.into_owned());
+            let detail = error
+                .try_downcast_ref::<PgDatabaseError>()
+                .and_then(PgDatabaseError::detail)
+                .unwrap_or_default()
+                .to_string();
+            Err(match code.as_deref() {
+                Some(code) if code.starts_with("RD") => {
+                    refusal(thread_id, lease, first.seq, code, &detail)
+                }
+                _ => anyhow::Error::new(sqlx::Error::Database(error))
+                    .context(format!("cannot append to thread \"{thread_id}\"")),
+            })
+        }
+        Err(error) => {
+            Err(anyhow::Error::new(error)
+                .context(format!("cannot append to thread \"{thread_id}\"")))
+        }
+    }
 }
 
 /// Every envelope names the thread, and seqs are consecutive.
@@ -153,34 +110,46 @@ fn check_batch(thread_id: &str, events: &[EventEnvelope]) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The fence, checked under the row lock.
-fn check_lease(
+/// The message of a refusal `roder_append` raised under the row lock.
+fn refusal(
     thread_id: &str,
     lease: Option<&dyn WriterLease>,
-    head: &Head,
-) -> anyhow::Result<()> {
-    let holder = || {
-        head.lease_holder
-            .as_deref()
-            .and_then(|json| serde_json::from_str::<WriterIdentity>(json).ok())
-            .map_or_else(|| "nobody".to_string(), |holder| holder.to_string())
+    first_seq: u64,
+    code: &str,
+    detail: &str,
+) -> anyhow::Error {
+    let holder = |json: &str| {
+        serde_json::from_str::<WriterIdentity>(json)
+            .map_or_else(|_| "nobody".to_string(), |holder| holder.to_string())
     };
-    let current = to_u64(head.lease_generation);
-    match lease {
-        None if head.lease_live => bail!(
+    let generation = lease.map_or(0, |lease| lease.generation());
+    match code {
+        "RD001" => anyhow!(
+            "append to thread \"{thread_id}\" refused: the thread does not exist (it was deleted); its writer lease went with it"
+        ),
+        "RD002" => anyhow!(
             "append to thread \"{thread_id}\" refused: another writer holds its writer lease ({}); take the lease before writing",
-            holder()
+            holder(detail)
         ),
-        None => Ok(()),
-        Some(lease) if lease.generation() != current => bail!(
-            "append to thread \"{thread_id}\" refused: its writer lease of generation {} is stale (the current generation is {current}, held by {}); this writer lost the thread and must stop",
-            lease.generation(),
-            holder()
+        "RD003" => {
+            let (current, json) = detail.split_once(' ').unwrap_or((detail, ""));
+            anyhow!(
+                "append to thread \"{thread_id}\" refused: its writer lease of generation {generation} is stale (the current generation is {current}, held by {}); this writer lost the thread and must stop",
+                holder(json)
+            )
+        }
+        "RD004" => anyhow!(
+            "append to thread \"{thread_id}\" refused: its writer lease of generation {generation} expired or was released; renew or take the lease again"
         ),
-        Some(lease) if !head.lease_live => bail!(
-            "append to thread \"{thread_id}\" refused: its writer lease of generation {} expired or was released; renew or take the lease again",
-            lease.generation()
-        ),
-        Some(_) => Ok(()),
+        "RD005" => {
+            let on_log: u64 = detail.parse().unwrap_or(0);
+            anyhow!(
+                "append of seq {first_seq} to thread \"{thread_id}\" refused: its log ends at seq {on_log}, so the next seq is {}; another writer may be appending to this thread (take its writer lease before writing)",
+                on_log.saturating_add(1)
+            )
+        }
+        other => {
+            anyhow!("append to thread \"{thread_id}\" refused by the database ({other}: {detail})")
+        }
     }
 }

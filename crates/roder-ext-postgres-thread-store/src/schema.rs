@@ -11,11 +11,18 @@ use anyhow::{Context, bail};
 use sqlx::PgPool;
 
 /// `(version, name, sql)`, in order. Append only: never edit an applied one.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "threads_metadata_events",
-    include_str!("../migrations/0001_threads_metadata_events.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "threads_metadata_events",
+        include_str!("../migrations/0001_threads_metadata_events.sql"),
+    ),
+    (
+        2,
+        "append_function",
+        include_str!("../migrations/0002_append_function.sql"),
+    ),
+];
 
 /// Key of the advisory lock migrations hold (any constant; "roder" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0072_6f64_6572;
