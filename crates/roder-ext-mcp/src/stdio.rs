@@ -137,14 +137,23 @@ pub(crate) async fn spawn(
     })
 }
 
+/// The longest stderr line logged as one; a longer one is logged in pieces,
+/// so a server writing an endless line costs bounded memory.
+const MAX_STDERR_LINE: u64 = 8 * 1024;
+
 /// Logs each stderr line of the server (lossily decoded) until it closes.
 /// This is the only place a server's stderr goes: never to the model.
 async fn log_stderr(name: String, stderr: pipe::Receiver, tail: StderrTail) {
+    use tokio::io::AsyncReadExt as _;
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line).await {
+        match (&mut reader)
+            .take(MAX_STDERR_LINE)
+            .read_until(b'\n', &mut line)
+            .await
+        {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 let text = String::from_utf8_lossy(&line).trim_end().to_string();

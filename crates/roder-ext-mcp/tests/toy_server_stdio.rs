@@ -120,6 +120,17 @@ async fn stderr_and_roder_s_environment_stay_with_roder() {
         shouted.text
     );
     assert!(!shouted.data.to_string().contains("STDERR-ONLY-MARKER"));
+    // A line far longer than the log's 8 KiB pieces, twice: the pipe keeps
+    // draining and the server keeps answering.
+    for _ in 0..2 {
+        let long = support::call(
+            &source,
+            "mcp__toy__shout_to_stderr",
+            serde_json::json!({"text": "y".repeat(200_000)}),
+        )
+        .await;
+        assert!(!long.is_error, "{}", long.text);
+    }
 }
 
 #[tokio::test]
@@ -250,4 +261,45 @@ async fn a_slow_call_times_out_and_is_cancelled_with_the_turn() {
         .unwrap();
     assert!(cancelled.is_error);
     assert!(cancelled.text.contains("cancelled"), "{}", cancelled.text);
+}
+
+#[tokio::test]
+async fn concurrent_calls_share_one_server() {
+    if !support::have_sdk() {
+        return;
+    }
+    let source = McpToolSource::start(vec![toy()], Path::new("."))
+        .await
+        .unwrap();
+    let pid = support::call(&source, "mcp__toy__pid", serde_json::json!({}))
+        .await
+        .text;
+    let calls = (0..8).map(|index| {
+        let source = &source;
+        async move {
+            let text = format!("call {index}");
+            let result = support::call(
+                source,
+                "mcp__toy__sleep",
+                serde_json::json!({"seconds": 0.2}),
+            )
+            .await;
+            assert!(!result.is_error, "{}", result.text);
+            let echo =
+                support::call(source, "mcp__toy__echo", serde_json::json!({"text": text})).await;
+            assert_eq!(echo.text, format!("echo: call {index}"));
+        }
+    });
+    let started = std::time::Instant::now();
+    futures::future::join_all(calls).await;
+    // Eight 0.2 s sleeps in parallel, not one after another.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    let again = support::call(&source, "mcp__toy__pid", serde_json::json!({}))
+        .await
+        .text;
+    assert_eq!(pid, again, "one server process for all of them");
 }
