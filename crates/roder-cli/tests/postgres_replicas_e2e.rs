@@ -237,3 +237,61 @@ async fn a_replica_takes_over_a_thread_after_its_holder_is_killed() {
     }
     drop(b);
 }
+
+#[tokio::test]
+async fn an_unreachable_store_fails_start_up_without_showing_the_password() {
+    let server = FakeModelServer::start().await.unwrap();
+    let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_home(home.path(), &server, None);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://roder:hunter2@127.0.0.1:{port}/roder");
+    let started = roder(
+        home.path(),
+        workspace.path(),
+        &["app-server", "--store", &url],
+    )
+    .await;
+    assert_eq!(started.code, Some(1), "{}", started.stderr);
+    assert!(
+        started.stderr.contains(&format!(
+            "cannot connect to Postgres at postgres://roder:***@127.0.0.1:{port}/roder"
+        )) && !started.stderr.contains("hunter2"),
+        "{}",
+        started.stderr
+    );
+
+    let bad = roder(
+        home.path(),
+        workspace.path(),
+        &["app-server", "--store", "mysql://root:pw@db/x"],
+    )
+    .await;
+    assert_ne!(bad.code, Some(0));
+    assert!(
+        bad.stderr.contains("unknown thread store") && !bad.stderr.contains("pw@"),
+        "{}",
+        bad.stderr
+    );
+
+    // Commands that read the JSONL files refuse a Postgres store.
+    write_home(home.path(), &server, Some(&url));
+    let listed = roder(home.path(), workspace.path(), &["threads", "list"]).await;
+    assert_ne!(listed.code, Some(0));
+    assert!(
+        listed.stderr.contains("is not supported") && !listed.stderr.contains("hunter2"),
+        "{}",
+        listed.stderr
+    );
+    let shown = roder(home.path(), workspace.path(), &["config", "show"]).await;
+    assert!(
+        shown.stdout.contains(&format!(
+            "store = \"postgres://roder:***@127.0.0.1:{port}/roder\""
+        )) && !shown.stdout.contains("hunter2"),
+        "{}",
+        shown.stdout
+    );
+}
