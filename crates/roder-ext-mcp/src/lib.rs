@@ -28,6 +28,7 @@ pub mod result;
 pub mod source;
 mod stdio;
 pub mod tool;
+pub mod tool_cache;
 
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, HttpServer, McpServerConfig, McpTransport,

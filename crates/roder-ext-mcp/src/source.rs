@@ -10,6 +10,7 @@ use crate::config::{McpServerConfig, Placement};
 use crate::connection::McpConnection;
 use crate::names::{NameAllocator, valid_server_name};
 use crate::tool::McpTool;
+use crate::tool_cache::{self, CachedTool};
 
 /// The contributor's id.
 pub const CONTRIBUTOR_ID: &str = "mcp";
@@ -19,8 +20,9 @@ pub const CONTRIBUTOR_ID: &str = "mcp";
 pub enum ServerStatus {
     /// Started; this many of its tools are offered.
     Ready { tools: usize },
-    /// Did not start. Its `enabled_tools` (if listed) are still offered, and
-    /// a call to one starts the server again or answers this error.
+    /// Did not start. Its last listed tools (from the cache) or else its
+    /// `enabled_tools` are still offered, and a call to one starts the
+    /// server again or answers this error.
     Failed { error: String, tools: usize },
 }
 
@@ -39,6 +41,17 @@ impl McpToolSource {
     /// bad or repeated name, `placement = "runner"`). Stdio servers start in
     /// `cwd` unless they name a directory.
     pub async fn start(servers: Vec<McpServerConfig>, cwd: &Path) -> anyhow::Result<Self> {
+        Self::start_with_cache(servers, cwd, None).await
+    }
+
+    /// [`McpToolSource::start`], keeping each server's tool list in
+    /// `cache_dir` (see [`crate::tool_cache`]): a server that fails to
+    /// start offers its last listed tools, whose calls try to start it again.
+    pub async fn start_with_cache(
+        servers: Vec<McpServerConfig>,
+        cwd: &Path,
+        cache_dir: Option<&Path>,
+    ) -> anyhow::Result<Self> {
         let mut seen = std::collections::BTreeSet::new();
         for server in &servers {
             check(server)?;
@@ -68,6 +81,19 @@ impl McpToolSource {
             let before = tools.len();
             let status = match listing {
                 Ok(listed) => {
+                    if let Some(dir) = cache_dir {
+                        let cached = listed
+                            .iter()
+                            .map(|tool| CachedTool {
+                                name: tool.name.to_string(),
+                                description: tool.description.as_deref().map(String::from),
+                                input_schema: serde_json::Value::Object(
+                                    (*tool.input_schema).clone(),
+                                ),
+                            })
+                            .collect();
+                        tool_cache::save(dir, &config, cached).await;
+                    }
                     for tool in listed {
                         if !config.tools.allows(&tool.name) {
                             continue;
@@ -90,9 +116,40 @@ impl McpToolSource {
                 Err(error) => {
                     let error = format!("{error:#}");
                     tracing::warn!(server = %config.name, "MCP server failed to start: {error}");
-                    // Tools named in the config are still offered: calling
-                    // one retries the start, or tells the model why not.
-                    for tool in config.tools.enabled.iter().flatten() {
+                    // Its last listed tools (or those named in the config)
+                    // are still offered: calling one retries the start, or
+                    // tells the model why not.
+                    let cached = match cache_dir {
+                        Some(dir) => tool_cache::load(dir, &config).await,
+                        None => None,
+                    };
+                    for tool in cached.iter().flatten() {
+                        if !config.tools.allows(&tool.name) {
+                            continue;
+                        }
+                        let spec = ToolSpec {
+                            name: names.allocate(&config.name, &tool.name),
+                            description: format!(
+                                "{}\n(MCP server \"{}\", which failed to start; a call tries to start it again)",
+                                tool.description.as_deref().unwrap_or("An MCP tool."),
+                                config.name
+                            ),
+                            parameters: tool.input_schema.clone(),
+                        };
+                        tools.push(Arc::new(McpTool::new(
+                            connection.clone(),
+                            tool.name.clone(),
+                            spec,
+                        )));
+                    }
+                    let listed_from_cache = cached.is_some();
+                    for tool in config
+                        .tools
+                        .enabled
+                        .iter()
+                        .flatten()
+                        .filter(|_| !listed_from_cache)
+                    {
                         if !config.tools.allows(tool) {
                             continue;
                         }

@@ -76,10 +76,11 @@ pub(crate) async fn spawn(
     let (stdin_read, stdin_write) = std::io::pipe().context("cannot create a pipe")?;
     let (stdout_read, stdout_write) = std::io::pipe().context("cannot create a pipe")?;
     let (stderr_read, stderr_write) = std::io::pipe().context("cannot create a pipe")?;
+    let cwd = server.cwd.as_deref().unwrap_or(default_cwd);
     let mut command = tokio::process::Command::new(&server.command);
     command
         .args(&server.args)
-        .current_dir(server.cwd.as_deref().unwrap_or(default_cwd))
+        .current_dir(cwd)
         .env_clear()
         .stdin(Stdio::from(stdin_read))
         .stdout(Stdio::from(stdout_write))
@@ -97,8 +98,9 @@ pub(crate) async fn spawn(
     // `spawn` drops the command, and with it our copies of the child's ends.
     let mut supervised = roder_sandbox::spawn(command).await.with_context(|| {
         format!(
-            "cannot start MCP server \"{name}\": `{}` could not be run",
-            server.command
+            "cannot start MCP server \"{name}\": `{}` could not be run in {}",
+            server.command,
+            cwd.display()
         )
     })?;
     let pid = supervised.id();

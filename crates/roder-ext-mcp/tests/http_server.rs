@@ -17,7 +17,7 @@ fn http(name: &str, port: u16, token_env: &str) -> McpServerConfig {
     if let McpTransport::Http(server) = &mut config.transport {
         server.bearer_token_env = Some(token_env.into());
     }
-    config.startup_timeout = Duration::from_secs(20);
+    config.startup_timeout = Duration::from_secs(90);
     config
 }
 
@@ -44,7 +44,7 @@ async fn an_http_server_with_a_bearer_token() {
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+    let first = tokio::time::timeout(Duration::from_secs(90), lines.next_line())
         .await
         .expect("the server prints its port")
         .unwrap()

@@ -303,3 +303,58 @@ async fn concurrent_calls_share_one_server() {
         .text;
     assert_eq!(pid, again, "one server process for all of them");
 }
+
+#[tokio::test]
+async fn a_server_that_stops_starting_still_offers_its_last_tools() {
+    if !support::have_sdk() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let listed = McpToolSource::start_with_cache(vec![toy()], Path::new("."), Some(cache.path()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        listed.statuses()[0].1,
+        ServerStatus::Ready { tools: 8 }
+    ));
+    assert!(cache.path().join("toy.json").exists());
+    let echo_spec = listed
+        .specs()
+        .into_iter()
+        .find(|spec| spec.name == "mcp__toy__echo")
+        .unwrap();
+
+    // The same program, now unable to start (its directory is gone).
+    let mut broken = toy();
+    if let McpTransport::Stdio(server) = &mut broken.transport {
+        server.cwd = Some("/nonexistent/dir".into());
+    }
+    let source = McpToolSource::start_with_cache(vec![broken], Path::new("."), Some(cache.path()))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            source.statuses()[0].1,
+            ServerStatus::Failed { tools: 8, .. }
+        ),
+        "{:?}",
+        source.statuses()
+    );
+    let cached_spec = source
+        .specs()
+        .into_iter()
+        .find(|spec| spec.name == "mcp__toy__echo")
+        .unwrap();
+    assert_eq!(cached_spec.parameters, echo_spec.parameters);
+    let call = support::call(&source, "mcp__toy__echo", serde_json::json!({"text": "x"})).await;
+    assert!(call.is_error);
+    assert!(call.text.contains("/nonexistent/dir"), "{}", call.text);
+
+    // Another program under the same name does not get this list.
+    let mut other = McpServerConfig::stdio("toy", "/nonexistent/other-server", &[]);
+    other.startup_timeout = Duration::from_secs(5);
+    let source = McpToolSource::start_with_cache(vec![other], Path::new("."), Some(cache.path()))
+        .await
+        .unwrap();
+    assert!(source.tools().is_empty());
+}
