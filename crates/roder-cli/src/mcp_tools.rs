@@ -6,8 +6,9 @@
 //! once). `wiring::runtime` is synchronous, so this waits with
 //! `block_in_place`: the worker thread hands its other tasks to the rest of
 //! the pool while it waits, so nothing else stalls. A server that does not
-//! start is a warning on stderr and error results for its listed tools,
-//! never a failed command.
+//! start is a warning on stderr and error results for its tools (those it
+//! listed last time, kept in `$RODER_HOME/mcp-tools/`, or its
+//! `enabled_tools`), never a failed command.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,8 +35,14 @@ pub fn install(
         anyhow::bail!("MCP servers need the multi-threaded async runtime to start");
     }
     let servers = settings.mcp_servers.clone();
-    let source =
-        tokio::task::block_in_place(|| handle.block_on(McpToolSource::start(servers, workspace)))?;
+    let cache = settings.home.join("mcp-tools");
+    let source = tokio::task::block_in_place(|| {
+        handle.block_on(McpToolSource::start_with_cache(
+            servers,
+            workspace,
+            Some(&cache),
+        ))
+    })?;
     report(&source);
     builder.tool_contributor(Arc::new(source));
     Ok(())
@@ -49,7 +56,7 @@ fn report(source: &McpToolSource) {
                 tracing::info!(server = %name, "MCP server started: {tools} tools");
             }
             ServerStatus::Failed { error, .. } => {
-                eprintln!("roder: {error}; its tools are unavailable until it starts");
+                eprintln!("roder: {error}; a call of one of its tools tries to start it again");
             }
         }
     }

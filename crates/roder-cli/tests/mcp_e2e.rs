@@ -84,7 +84,7 @@ async fn the_model_calls_the_time_and_git_servers_through_roder_exec() {
         config(
             &server,
             &format!(
-                "[mcp_servers.time]\ncommand = \"mcp-server-time\"\nargs = [\"--local-timezone\", \"UTC\"]\n\n[mcp_servers.git]\ncommand = \"mcp-server-git\"\nargs = [\"--repository\", \"{repo}\"]\nenabled_tools = [\"git_status\", \"git_log\"]\n"
+                "[mcp_servers.time]\ncommand = \"mcp-server-time\"\nstartup_timeout_sec = 90\nargs = [\"--local-timezone\", \"UTC\"]\n\n[mcp_servers.git]\ncommand = \"mcp-server-git\"\nstartup_timeout_sec = 90\nargs = [\"--repository\", \"{repo}\"]\nenabled_tools = [\"git_status\", \"git_log\"]\n"
             ),
         ),
     )
