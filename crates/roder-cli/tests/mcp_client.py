@@ -3,8 +3,10 @@ mcp_server_e2e.rs.
 
     python3 mcp_client.py RODER_BINARY WORKSPACE
 
-Lists the tools, runs a task in WORKSPACE, continues its thread, then asks
-for a thread that does not exist; prints one JSON object with what it saw.
+Lists the tools, runs a task in WORKSPACE, continues its thread, asks for a
+thread that does not exist and a relative workspace, runs a task in the
+runner `local` and one in a runner that is not configured; prints one JSON
+object with what it saw.
 """
 
 import asyncio
@@ -33,12 +35,16 @@ async def main(roder, workspace):
         second = await client.call_tool("continue_thread", {"thread_id": thread_id, "prompt": "and now?"})
         missing = await client.call_tool("continue_thread", {"thread_id": "no-such-thread", "prompt": "hi"})
         relative = await client.call_tool("run_task", {"prompt": "x", "workspace": "relative/dir"})
+        in_runner = await client.call_tool("run_task", {"prompt": "write in the runner", "runner": "local"})
+        unknown_runner = await client.call_tool("run_task", {"prompt": "x", "runner": "nope"})
     print(json.dumps({
         "tools": {tool.name: tool.input_schema for tool in tools.tools},
         "first": summary(first),
         "second": summary(second),
         "missing": summary(missing),
         "relative": summary(relative),
+        "in_runner": summary(in_runner),
+        "unknown_runner": summary(unknown_runner),
     }))
 
 

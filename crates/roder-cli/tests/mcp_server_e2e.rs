@@ -31,13 +31,16 @@ async fn the_python_sdk_client_runs_and_continues_a_task() {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let workspace_path = std::fs::canonicalize(workspace.path()).unwrap();
+    let runner_root = tempfile::tempdir().unwrap();
+    let runner_root_path = std::fs::canonicalize(runner_root.path()).unwrap();
     let server = FakeModelServer::start().await.unwrap();
     server.require_api_key("test-key");
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n",
-            server.openai_base_url()
+            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n\n[runners.local]\nprovider = \"unix-local\"\nconfig = {{ root = \"{}\" }}\n",
+            server.openai_base_url(),
+            runner_root_path.display()
         ),
     )
     .unwrap();
@@ -48,6 +51,12 @@ async fn the_python_sdk_client_runs_and_continues_a_task() {
     )]));
     server.push(ChatStream::text_reply("Wrote note.txt."));
     server.push(ChatStream::text_reply("Nothing else to do."));
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-runner",
+        "write_file",
+        r#"{"path":"in-runner.txt","content":"inside the runner\n"}"#,
+    )]));
+    server.push(ChatStream::text_reply("Wrote it in the runner."));
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
     let output = tokio::time::timeout(
@@ -111,7 +120,7 @@ async fn the_python_sdk_client_runs_and_continues_a_task() {
     assert_eq!(second["structured"]["threadId"], thread_id.as_str());
     // The continued turn's request carries the first turn's history.
     let requests = server.model_requests();
-    assert_eq!(requests.len(), 3);
+    assert_eq!(requests.len(), 5);
     let third = requests[2].body.to_string();
     assert!(third.contains("written through MCP"), "{third}");
     assert!(third.contains("and now?"), "{third}");
@@ -133,5 +142,23 @@ async fn the_python_sdk_client_runs_and_continues_a_task() {
             .contains("not an absolute path"),
         "{}",
         seen["relative"]
+    );
+
+    let in_runner = &seen["in_runner"];
+    assert_eq!(in_runner["is_error"], false, "{in_runner}");
+    assert_eq!(in_runner["text"], "Wrote it in the runner.");
+    assert_eq!(
+        std::fs::read_to_string(runner_root_path.join("in-runner.txt")).unwrap(),
+        "inside the runner\n"
+    );
+    assert!(!workspace_path.join("in-runner.txt").exists());
+    assert_eq!(seen["unknown_runner"]["is_error"], true);
+    assert!(
+        seen["unknown_runner"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("runner \"nope\" is not configured"),
+        "{}",
+        seen["unknown_runner"]
     );
 }
