@@ -142,6 +142,9 @@ pub enum ThreadsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum RunnersCommand {
+    /// This home's docker sandboxes: each container, its state (running,
+    /// paused, ...) and its thread.
+    List,
     /// Remove this home's docker containers whose thread no longer exists
     /// (never another home's); lists what it removed and what it kept.
     Gc(GcArgs),

@@ -81,6 +81,9 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Runners {
             command: RunnersCommand::Gc(args),
         } => runners_cmd::gc(&settings, &args).await,
+        Command::Runners {
+            command: RunnersCommand::List,
+        } => runners_cmd::list(&settings).await,
         Command::Sandbox {
             command: SandboxCommand::Status { json },
         } => sandbox_cmd::status(&settings, json),

@@ -1,5 +1,6 @@
 //! `roder runners gc`: remove this home's sandboxes whose thread is gone,
-//! and say what was kept and why.
+//! and say what was kept and why. `roder runners list`: this home's
+//! sandboxes, their state and their thread.
 //!
 //! Only containers labelled with this home's id are candidates (see
 //! `crate::home_id`): another home's threads are not in this home's store, so
@@ -17,15 +18,7 @@ use crate::config::Settings;
 
 pub async fn gc(settings: &Settings, args: &GcArgs) -> anyhow::Result<ExitCode> {
     crate::config::store::require_jsonl(settings, "roder runners gc")?;
-    let store = JsonlThreadStore {
-        base_path: settings.threads_dir(),
-    };
-    let live: HashSet<String> = store
-        .list_threads()
-        .await?
-        .into_iter()
-        .map(|metadata| metadata.thread_id)
-        .collect();
+    let live = live_threads(settings).await?;
     let provider = DockerRunnerProvider::default().with_home_id(&settings.home_id)?;
     let options = GcOptions {
         include_unlabelled: args.include_unlabelled,
@@ -43,6 +36,40 @@ pub async fn gc(settings: &Settings, args: &GcArgs) -> anyhow::Result<ExitCode> 
         report.kept.len(),
         settings.home_id,
         live.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The ids of this home's threads.
+async fn live_threads(settings: &Settings) -> anyhow::Result<HashSet<String>> {
+    let store = JsonlThreadStore {
+        base_path: settings.threads_dir(),
+    };
+    Ok(store
+        .list_threads()
+        .await?
+        .into_iter()
+        .map(|metadata| metadata.thread_id)
+        .collect())
+}
+
+pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
+    crate::config::store::require_jsonl(settings, "roder runners list")?;
+    let live = live_threads(settings).await?;
+    let provider = DockerRunnerProvider::default().with_home_id(&settings.home_id)?;
+    let sandboxes = provider.sandboxes().await?;
+    for sandbox in &sandboxes {
+        let thread = match &sandbox.thread {
+            Some(thread) if live.contains(thread) => format!("thread={thread}"),
+            Some(thread) => format!("thread={thread} (gone: `roder runners gc` removes it)"),
+            None => "thread=- (warm pool)".to_string(),
+        };
+        println!("{} {} {} {thread}", sandbox.id, sandbox.name, sandbox.state);
+    }
+    eprintln!(
+        "roder: {} sandbox(es) of home {}",
+        sandboxes.len(),
+        settings.home_id
     );
     Ok(ExitCode::SUCCESS)
 }

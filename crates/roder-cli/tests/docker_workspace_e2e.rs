@@ -79,6 +79,23 @@ async fn a_docker_thread_bound_at_srv_app_reads_writes_and_runs_there() {
     assert!(labels_of.contains_key(labels::THREAD), "{labels_of:#?}");
     // `roder exec` is done with it: idle, the container is paused.
     assert!(containers.is_paused(container).await);
+    let thread_id = thread_id_from(&run.stderr);
+    let listed = roder(home.path(), workspace.path(), &["runners", "list"]).await;
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert_eq!(
+        listed.stdout.lines().collect::<Vec<_>>().len(),
+        1,
+        "{}",
+        listed.stdout
+    );
+    assert!(
+        listed.stdout.starts_with(container.as_str())
+            && listed
+                .stdout
+                .contains(&format!(" paused thread={thread_id}\n")),
+        "{}",
+        listed.stdout
+    );
 
     // The thread's next run wakes the same container, files and all.
     server.push(ChatStream::tool_calls_reply(&[(
@@ -87,7 +104,6 @@ async fn a_docker_thread_bound_at_srv_app_reads_writes_and_runs_there() {
         r#"{"cmd":"cat shell.txt"}"#,
     )]));
     server.push(ChatStream::text_reply("Still there."));
-    let thread_id = thread_id_from(&run.stderr);
     let again = roder(
         home.path(),
         workspace.path(),

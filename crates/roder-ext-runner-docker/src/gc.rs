@@ -12,9 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use bollard::Docker;
-use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use crate::client::message_of;
 use crate::{container, labels};
 
 /// What a collection may remove besides its own home's containers.
@@ -126,15 +124,7 @@ pub(crate) async fn collect(
     collector: &Collector<'_>,
     live_thread_ids: &HashSet<String>,
 ) -> anyhow::Result<GcReport> {
-    let filters = HashMap::from([("label", vec![format!("{}=true", labels::MANAGED)])]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let containers = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|error| anyhow::anyhow!("cannot list containers: {}", message_of(&error)))?;
+    let containers = crate::sandboxes::managed(docker).await?;
     let mut report = GcReport::default();
     for summary in containers {
         let Some(id) = summary.id else { continue };

@@ -39,6 +39,7 @@ mod paths;
 mod pool;
 mod provider;
 pub mod sandbox;
+mod sandboxes;
 mod session;
 mod snapshot;
 
@@ -52,4 +53,5 @@ pub use exec::MARKER_VAR;
 pub use gc::{GcEntry, GcOptions, GcReport, GcVerdict};
 pub use provider::{DockerRunnerProvider, PROVIDER_ID};
 pub use sandbox::{BUILD_CAPABILITIES, protections};
+pub use sandboxes::SandboxEntry;
 pub use session::{DockerSession, SNAPSHOT_REPOSITORY};

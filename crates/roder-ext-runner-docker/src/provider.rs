@@ -169,6 +169,13 @@ impl DockerRunnerProvider {
         gc::collect(docker, &collector, live_thread_ids).await
     }
 
+    /// This home's containers, in any state, with the thread each serves
+    /// (`roder runners list`); never another home's.
+    pub async fn sandboxes(&self) -> anyhow::Result<Vec<crate::SandboxEntry>> {
+        let docker = self.client.get().await?;
+        crate::sandboxes::of_home(docker, self.home.as_deref()).await
+    }
+
     /// What containers of `policy` are protected by on this machine, and
     /// what not and why (for `roder sandbox status` and `runners/list`),
     /// for a destination that sets no `user`. Describes containers created
