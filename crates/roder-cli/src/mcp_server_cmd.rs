@@ -344,9 +344,14 @@ impl Drop for InterruptOnDrop {
         if !self.armed {
             return;
         }
+        // No async runtime left (the process is exiting): nothing to do, the
+        // next turn on the thread closes this one.
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let runtime = self.runtime.clone();
         let (thread_id, turn_id) = (self.thread_id.clone(), self.turn_id.clone());
-        tokio::spawn(async move {
+        handle.spawn(async move {
             if let Err(error) = runtime.interrupt_turn(&thread_id, &turn_id).await {
                 tracing::debug!("interrupting abandoned turn {turn_id}: {error:#}");
             }
