@@ -12,6 +12,7 @@ mod figure;
 mod long_session;
 mod mcp;
 mod provision;
+mod provision_checkpoint;
 mod provision_worktree;
 mod roder_process;
 mod store;

@@ -40,6 +40,9 @@ pub async fn run() -> anyhow::Result<()> {
     crate::provision_worktree::worktree()
         .await
         .context("worktree")?;
+    crate::provision_checkpoint::run()
+        .await
+        .context("checkpoint")?;
     docker().await.context("docker")
 }
 

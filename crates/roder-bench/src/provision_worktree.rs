@@ -84,7 +84,7 @@ pub async fn worktree() -> anyhow::Result<()> {
 }
 
 /// A repository of `FILES` small files in 20 directories, one commit.
-async fn build_repository(repository: &Path) -> anyhow::Result<()> {
+pub(crate) async fn build_repository(repository: &Path) -> anyhow::Result<()> {
     for n in 0..FILES {
         let dir = repository.join(format!("dir-{:02}", n % 20));
         tokio::fs::create_dir_all(&dir).await?;
@@ -100,7 +100,7 @@ async fn build_repository(repository: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn git(dir: &Path, args: &[&str], path: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) async fn git(dir: &Path, args: &[&str], path: Option<&Path>) -> anyhow::Result<()> {
     let mut command = tokio::process::Command::new("git");
     command
         .arg("-C")
