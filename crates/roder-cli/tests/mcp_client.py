@@ -1,7 +1,7 @@
 """Drives `roder mcp-server` with the `mcp` SDK's own client (PyPI), for
 mcp_server_e2e.rs.
 
-    python3 mcp_client.py RODER_BINARY WORKSPACE
+    python3 mcp_client.py RODER_BINARY WORKSPACE [timeout]
 
 Lists the tools, runs a task in WORKSPACE, continues its thread, asks for a
 thread that does not exist and a relative workspace, runs a task in the
@@ -48,4 +48,17 @@ async def main(roder, workspace):
     }))
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+async def timeout(roder, workspace):
+    """One task whose model never answers, with timeout_seconds = 1."""
+    params = StdioServerParameters(command=roder, args=["mcp-server"], env=dict(os.environ))
+    async with Client(params) as client:
+        result = await client.call_tool(
+            "run_task", {"prompt": "wait", "workspace": workspace, "timeout_seconds": 1}
+        )
+    print(json.dumps(summary(result)))
+
+
+if len(sys.argv) > 3 and sys.argv[3] == "timeout":
+    asyncio.run(timeout(sys.argv[1], sys.argv[2]))
+else:
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -162,3 +162,45 @@ async fn the_python_sdk_client_runs_and_continues_a_task() {
         seen["unknown_runner"]
     );
 }
+
+#[tokio::test]
+async fn a_task_past_its_timeout_is_interrupted_and_names_its_thread() {
+    if !have_sdk() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(roder_testkit::fake_models::FakeReply::Hang);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_roder"))
+            .arg(workspace.path())
+            .arg("timeout")
+            .env("RODER_HOME", home.path())
+            .env_remove("RODER_MODEL")
+            .output(),
+    )
+    .await
+    .expect("the client finishes within 120 s")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr:\n{stderr}");
+    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(seen["is_error"], true, "{seen}");
+    assert_eq!(seen["structured"]["status"], "interrupted", "{seen}");
+    let thread_id = seen["structured"]["threadId"].as_str().unwrap();
+    assert!(seen["text"].as_str().unwrap().contains(thread_id), "{seen}");
+    assert!(home.path().join("threads").join(thread_id).exists());
+}
