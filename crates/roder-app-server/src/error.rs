@@ -5,6 +5,7 @@
 //! per transport condition. Anything else the runtime refuses is -32000 with
 //! the runtime's message, which names the thing and the fix.
 
+use roder_api::writer_lease::ThreadWriterBusy;
 use roder_core::RuntimeError;
 use serde_json::{Value, json};
 
@@ -195,6 +196,21 @@ impl RpcError {
     /// -32000 with the whole error chain as the message.
     pub fn from_runtime(error: anyhow::Error) -> Self {
         let message = format!("{error:#}");
+        // Another process (a replica) holds the thread's writer lease: busy,
+        // as for a turn running here, with the holder named.
+        if let Some(busy) = error
+            .chain()
+            .find_map(|cause| cause.downcast_ref::<ThreadWriterBusy>())
+        {
+            return Self::new(codes::THREAD_BUSY, message).with_data(json!({
+                "threadId": busy.thread_id,
+                "holder": {
+                    "pid": busy.holder.pid,
+                    "host": busy.holder.host,
+                    "ownerId": busy.holder.owner_id,
+                },
+            }));
+        }
         let Some(known) = error.downcast_ref::<RuntimeError>() else {
             return Self::new(codes::RUNTIME_ERROR, message);
         };
@@ -253,6 +269,27 @@ mod tests {
         assert_eq!(rpc.code, codes::THREAD_BUSY);
         assert_eq!(rpc.data, Some(json!({"threadId": "t", "turnId": "u"})));
         assert!(rpc.message.contains("busy"), "{}", rpc.message);
+    }
+
+    #[test]
+    fn a_writer_lease_held_elsewhere_is_busy_naming_the_holder() {
+        let holder = roder_api::writer_lease::WriterIdentity {
+            owner_id: "o".into(),
+            pid: 42,
+            host: "replica-a".into(),
+            since: time::OffsetDateTime::UNIX_EPOCH,
+        };
+        let error = anyhow::Error::from(ThreadWriterBusy {
+            thread_id: "t".into(),
+            holder,
+        })
+        .context("starting a turn");
+        let rpc = RpcError::from_runtime(error);
+        assert_eq!(rpc.code, codes::THREAD_BUSY);
+        let data = rpc.data.unwrap();
+        assert_eq!(data["threadId"], "t");
+        assert_eq!(data["holder"]["pid"], 42);
+        assert_eq!(data["holder"]["host"], "replica-a");
     }
 
     #[test]

@@ -147,6 +147,9 @@ async fn a_replica_takes_over_a_thread_after_its_holder_is_killed() {
             && message.contains(&format!("pid {a_pid}")),
         "B's refusal names A (pid {a_pid}): {busy}"
     );
+    // The same busy code as a turn running on this replica.
+    assert_eq!(busy["code"], -32002, "{busy}");
+    assert_eq!(busy["data"]["holder"]["pid"], a_pid, "{busy}");
     assert_eq!(server.model_requests().len(), requests_before);
 
     // A dies mid-turn, without a word.
