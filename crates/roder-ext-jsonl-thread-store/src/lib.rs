@@ -24,7 +24,8 @@ mod page;
 mod seek;
 pub mod store;
 mod tail;
-mod thread_id;
+/// The id rule every store shares.
+use roder_api::thread_id;
 mod writer_lock;
 
 pub use store::{JsonlThreadStore, JsonlThreadStoreFactory};

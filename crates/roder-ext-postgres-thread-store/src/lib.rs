@@ -33,7 +33,8 @@ pub mod schema;
 pub mod store;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
-mod thread_id;
+/// The id rule every store shares.
+use roder_api::thread_id;
 
 pub use follow::ThreadFollower;
 pub use lease::{PostgresWriterLease, WriterLeaseStatus};

@@ -1,14 +1,23 @@
-//! Thread ids become directory names, so only path-safe ids are accepted.
+//! Which thread ids a store accepts: one rule for every store, so a thread
+//! can move between stores and every client sees the same refusal. Ids
+//! become directory names in the JSONL store, so only path-safe ids pass.
 
 use anyhow::bail;
 
 /// Longest accepted id; far beyond a UUID, well below any filename limit.
-pub(crate) const MAX_THREAD_ID_LEN: usize = 128;
+pub const MAX_THREAD_ID_LEN: usize = 128;
 
 /// Accepts `[A-Za-z0-9._-]`, 1..=128 chars, not starting with `-` (looks like
 /// an option to tools) or `.` (hidden, and rules out `.` and `..`).
 /// The error names the id, so a client can tell which one it sent.
-pub(crate) fn validate(thread_id: &str) -> anyhow::Result<()> {
+///
+/// ```
+/// use roder_api::thread_id::validate;
+///
+/// assert!(validate("0192f0e4-7d7b-7c2e-9b1a-3c5d6e7f8a9b").is_ok());
+/// assert!(validate("../etc").is_err());
+/// ```
+pub fn validate(thread_id: &str) -> anyhow::Result<()> {
     if thread_id.is_empty() {
         bail!("invalid thread id \"\": it must not be empty");
     }
@@ -34,7 +43,11 @@ pub(crate) fn validate(thread_id: &str) -> anyhow::Result<()> {
 
 /// Whether a directory name could be a thread (used when listing, where
 /// anything else, like a half-deleted `.deleted-*` dir, is skipped).
-pub(crate) fn is_valid(name: &str) -> bool {
+///
+/// ```
+/// assert!(!roder_api::thread_id::is_valid(".deleted-t1"));
+/// ```
+pub fn is_valid(name: &str) -> bool {
     validate(name).is_ok()
 }
 
