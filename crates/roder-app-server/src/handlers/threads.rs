@@ -218,19 +218,13 @@ pub(crate) async fn history(
         DEFAULT_EVENTS_LIMIT,
         MAX_EVENTS_LIMIT,
     )?;
-    let max_bytes = page_limit(
+    let max_bytes = page_bound(
         "thread/history",
+        "maxBytes",
         params.max_bytes,
         DEFAULT_HISTORY_BYTES,
         MAX_HISTORY_BYTES,
-    )
-    .map_err(|_| {
-        RpcError::invalid_params(
-            "thread/history",
-            "maxBytes",
-            format!("must be between 1 and {MAX_HISTORY_BYTES}"),
-        )
-    })?;
+    )?;
     let page = context
         .runtime
         .read_thread_history(
@@ -296,18 +290,30 @@ async fn load(context: &Context, thread_id: &str) -> Result<(ThreadMetadata, u64
 }
 
 fn page_limit(method: &str, limit: Option<u32>, default: u32, max: u32) -> Result<usize, RpcError> {
-    match limit.unwrap_or(default) {
+    page_bound(method, "limit", limit, default, max)
+}
+
+/// `value` (else `default`) as a page bound: at least 1, at most `max`;
+/// otherwise invalid params naming `field`.
+fn page_bound(
+    method: &str,
+    field: &str,
+    value: Option<u32>,
+    default: u32,
+    max: u32,
+) -> Result<usize, RpcError> {
+    match value.unwrap_or(default) {
         0 => Err(RpcError::invalid_params(
             method,
-            "limit",
+            field,
             "must be at least 1",
         )),
-        limit if limit > max => Err(RpcError::invalid_params(
+        value if value > max => Err(RpcError::invalid_params(
             method,
-            "limit",
-            format!("{limit} is more than the maximum of {max}"),
+            field,
+            format!("{value} is more than the maximum of {max}"),
         )),
-        limit => Ok(limit as usize),
+        value => Ok(value as usize),
     }
 }
 

@@ -17,7 +17,6 @@ use crate::runtime::Runtime;
 /// What [`Runtime::release_idle_runners`] did with one thread's session.
 #[derive(Debug)]
 pub struct IdleRelease {
-    pub thread_id: String,
     /// The session's state after pausing; `None` when it was kept running.
     pub paused: Option<RunnerSessionState>,
 }
@@ -57,10 +56,7 @@ impl Runtime {
             anyhow::bail!("thread \"{thread_id}\" has no live session");
         };
         if idle == OnIdle::Keep {
-            return Ok(IdleRelease {
-                thread_id: thread_id.to_string(),
-                paused: None,
-            });
+            return Ok(IdleRelease { paused: None });
         }
         let _writer = self.open_writer(&thread).await?;
         let state = session.pause().await?;
@@ -71,7 +67,6 @@ impl Runtime {
         })
         .await?;
         Ok(IdleRelease {
-            thread_id: thread_id.to_string(),
             paused: Some(state),
         })
     }
