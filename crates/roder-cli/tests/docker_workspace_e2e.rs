@@ -7,10 +7,12 @@
 //! (`scripts/build-sandbox-image.sh`); skips loudly without a daemon socket.
 
 mod docker_support;
+mod support;
 
-use docker_support::{docker_or_skip, home_with_docker_runner, roder, thread_id_from};
+use docker_support::{docker_or_skip, home_with_docker_runner};
 use roder_ext_runner_docker::labels;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::{roder, thread_id_from};
 
 #[tokio::test]
 async fn a_docker_thread_bound_at_srv_app_reads_writes_and_runs_there() {

@@ -4,39 +4,16 @@
 //! — a new process that knows the thread only from its persisted log —
 //! sends it back unchanged.
 
+mod support;
+
 use std::path::Path;
-use std::time::Duration;
 
 use roder_testkit::fake_models::{FakeModelServer, MessagesStream, ResponsesStream};
 use serde_json::Value;
+use support::{roder, thread_id_from};
 
 const SIGNATURE: &str = "EqQBCkYIBxgCKkB+/signed-thinking==";
 const ENCRYPTED: &str = "gAAAAB-encrypted-reasoning";
-
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-}
-
-async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(args)
-            .current_dir(workspace)
-            .env("RODER_HOME", home)
-            .env("FAKE_MODEL_KEY", "test-key")
-            .env_remove("RODER_MODEL")
-            .output(),
-    )
-    .await
-    .expect("roder should finish within 60 s")
-    .unwrap();
-    Run {
-        code: output.status.code(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
 
 fn config(home: &Path, kind: &str, base_url: &str) {
     std::fs::write(
@@ -46,15 +23,6 @@ fn config(home: &Path, kind: &str, base_url: &str) {
         ),
     )
     .unwrap();
-}
-
-fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
 }
 
 /// Runs a turn, then continues the thread in a second process; returns the

@@ -9,12 +9,14 @@
 //! to the run, and a guard removes them all however the test ends.
 
 mod docker_support;
+mod support;
 
 use std::path::Path;
 
-use docker_support::{docker_or_skip, home_with_docker_runner, roder, thread_id_from};
+use docker_support::{docker_or_skip, home_with_docker_runner};
 use roder_ext_runner_docker::labels;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::{roder, thread_id_from};
 
 /// Runs one docker-bound turn in `home` (a command in the container) and
 /// returns the new thread's id.

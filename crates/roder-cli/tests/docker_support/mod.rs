@@ -6,8 +6,6 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::time::Duration;
 
 use roder_ext_runner_docker::DockerRunnerProvider;
 use roder_ext_runner_docker::bollard::Docker;
@@ -17,42 +15,6 @@ use roder_ext_runner_docker::bollard::query_parameters::{
 
 pub const IMAGE: &str = "roder-sandbox:latest";
 pub const TEST_LABEL: &str = "roder-test";
-
-pub struct Run {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-pub async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(args)
-            .current_dir(workspace)
-            .env("RODER_HOME", home)
-            .env("FAKE_MODEL_KEY", "test-key")
-            .env_remove("RODER_MODEL")
-            .output(),
-    )
-    .await
-    .expect("roder should finish within 120 s")
-    .unwrap();
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-pub fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
-}
 
 /// Removes every container labelled with this run's label when dropped.
 pub struct Containers {

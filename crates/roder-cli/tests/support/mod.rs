@@ -32,6 +32,8 @@ pub fn spawn_roder(home: &Path, workspace: &Path, args: &[&str]) -> tokio::proce
         .args(args)
         .current_dir(workspace)
         .env("RODER_HOME", home)
+        // The key of providers whose config names `api_key_env = "FAKE_MODEL_KEY"`.
+        .env("FAKE_MODEL_KEY", "test-key")
         .env_remove("RODER_MODEL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -50,9 +52,9 @@ pub struct Finished {
 
 pub async fn finish(child: tokio::process::Child) -> Finished {
     use std::os::unix::process::ExitStatusExt as _;
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
-        .expect("roder should exit within 60 s")
+        .expect("roder should exit within 120 s")
         .unwrap();
     Finished {
         code: output.status.code(),
