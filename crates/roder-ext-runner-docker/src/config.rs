@@ -33,7 +33,7 @@ pub const DEFAULT_NETWORK: &str = "none";
 /// Most pre-created containers one destination config may keep warm.
 pub const MAX_POOL_SIZE: usize = 32;
 
-const KNOWN_FIELDS: [&str; 16] = [
+const KNOWN_FIELDS: [&str; 18] = [
     "image",
     WORKSPACE_CONFIG_KEY,
     "workdir",
@@ -49,6 +49,8 @@ const KNOWN_FIELDS: [&str; 16] = [
     "pool_size",
     SANDBOX_CONFIG_KEY,
     "user",
+    "checkpoints",
+    "executor",
     // The runtime's (`roder_api::runner_idle`); this provider ignores it.
     ON_IDLE_CONFIG_KEY,
 ];
@@ -80,6 +82,28 @@ impl Cleanup {
             _ => Cleanup::DeleteOnClose,
         }
     }
+}
+
+/// Whether turns take workspace checkpoints (the `checkpoints` field).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Checkpoints {
+    /// No checkpoints (the default): a commit per turn costs time and disk.
+    #[default]
+    Off,
+    /// A container commit at the start of every turn (`"per_turn"`), so the
+    /// thread can be rolled back or forked (`crate::checkpoint`).
+    PerTurn,
+}
+
+/// How commands and files reach the container (the `executor` field).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExecutorMode {
+    /// Through the sandbox executor, started once per session, where it
+    /// can run; plain execs and the archive API, with a note, where not.
+    #[default]
+    Auto,
+    /// Always plain execs and the archive API (`"off"`).
+    Off,
 }
 
 /// A host directory bind-mounted into the container.
@@ -136,6 +160,14 @@ pub struct DockerConfig {
     /// `uid` or `uid:gid` (numeric) commands and the container run as;
     /// `None` keeps the image's user.
     pub user: Option<String>,
+    /// Per-turn checkpoints. Not part of the fingerprint: it does not shape
+    /// the container.
+    #[serde(skip)]
+    pub checkpoints: Checkpoints,
+    /// Whether the session uses the sandbox executor. Not part of the
+    /// fingerprint: the helper is copied in when a session starts.
+    #[serde(skip)]
+    pub executor: ExecutorMode,
 }
 
 impl DockerConfig {
@@ -177,6 +209,8 @@ impl DockerConfig {
             labels: fields.labels()?,
             pool_size: fields.pool_size()?,
             user: fields.user()?,
+            checkpoints: fields.checkpoints()?,
+            executor: fields.executor()?,
             sandbox,
         };
         let enforce = config.sandbox.mode == SandboxMode::Enforce;
@@ -221,6 +255,8 @@ impl DockerConfig {
             pool_size: 0,
             sandbox,
             user,
+            checkpoints: Checkpoints::Off,
+            executor: ExecutorMode::Auto,
         }
     }
 
@@ -611,6 +647,28 @@ impl Fields<'_> {
         Ok(Some(user))
     }
 
+    fn checkpoints(&self) -> anyhow::Result<Checkpoints> {
+        match self.string("checkpoints")?.as_deref() {
+            None | Some("off") => Ok(Checkpoints::Off),
+            Some("per_turn") => Ok(Checkpoints::PerTurn),
+            Some(other) => bail!(
+                "docker {} field `checkpoints` must be \"per_turn\" or \"off\", got {other:?}",
+                self.source
+            ),
+        }
+    }
+
+    fn executor(&self) -> anyhow::Result<ExecutorMode> {
+        match self.string("executor")?.as_deref() {
+            None | Some("auto") => Ok(ExecutorMode::Auto),
+            Some("off") => Ok(ExecutorMode::Off),
+            Some(other) => bail!(
+                "docker {} field `executor` must be \"auto\" or \"off\", got {other:?}",
+                self.source
+            ),
+        }
+    }
+
     fn pool_size(&self) -> anyhow::Result<usize> {
         match self.get("pool_size") {
             None => Ok(0),
@@ -665,6 +723,21 @@ mod tests {
 
     fn error(value: Value) -> String {
         format!("{:#}", parse(value).unwrap_err())
+    }
+
+    #[test]
+    fn checkpoints_are_off_unless_per_turn_and_unknown_values_are_refused() {
+        let bare = parse(json!({"image": "img"})).unwrap();
+        assert_eq!(bare.checkpoints, Checkpoints::Off);
+        let on = parse(json!({"image": "img", "checkpoints": "per_turn"})).unwrap();
+        assert_eq!(on.checkpoints, Checkpoints::PerTurn);
+        assert_eq!(on.fingerprint(), bare.fingerprint(), "same container shape");
+        let off = parse(json!({"image": "img", "checkpoints": "off"})).unwrap();
+        assert_eq!(off.checkpoints, Checkpoints::Off);
+        let bad = error(json!({"image": "img", "checkpoints": "every_turn"}));
+        assert!(bad.contains("`checkpoints` must be \"per_turn\""), "{bad}");
+        let not_text = error(json!({"image": "img", "checkpoints": true}));
+        assert!(not_text.contains("checkpoints"), "{not_text}");
     }
 
     #[test]

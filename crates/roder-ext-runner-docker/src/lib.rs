@@ -16,7 +16,10 @@
 //! capability set, pids, memory and CPU limits, no network unless it is
 //! on, a read-only root with the workspace and `/tmp` on size-bounded
 //! tmpfs volumes, an optional non-root user, and no credential in the
-//! environment.
+//! environment. With `"checkpoints": "per_turn"` every turn commits the
+//! container ([`DockerCheckpointer`]), so the thread can be rolled back
+//! (the workspace's files replaced by the checkpoint's) or forked (a new
+//! container from the committed image).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -29,10 +32,12 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod archive;
+pub mod checkpoint;
 mod client;
 pub mod config;
 mod container;
 mod exec;
+mod executor;
 mod gc;
 pub mod labels;
 mod paths;
@@ -42,13 +47,15 @@ pub mod sandbox;
 mod sandboxes;
 mod session;
 mod snapshot;
+mod workspace_restore;
 
 /// The Docker client crate [`DockerRunnerProvider::docker`] hands out, for
 /// tooling and tests that inspect or clean up containers with the same
 /// client version.
 pub use bollard;
+pub use checkpoint::DockerCheckpointer;
 pub use client::{DEFAULT_SOCKET, daemon_socket_present};
-pub use config::{Cleanup, DockerConfig};
+pub use config::{Checkpoints, Cleanup, DockerConfig};
 pub use exec::MARKER_VAR;
 pub use gc::{GcEntry, GcOptions, GcReport, GcVerdict};
 pub use provider::{DockerRunnerProvider, PROVIDER_ID};

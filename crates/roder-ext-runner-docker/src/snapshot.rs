@@ -87,7 +87,10 @@ pub async fn commit_with_workspace(
             message_of(&error)
         );
     }
-    let copied = copy_workspace(docker, &source, workdir, &helper).await;
+    // A directory of its own: the image may be a snapshot already, whose
+    // saved copy an upload would merge into (deleted files coming back).
+    let saved = format!("{SAVED_WORKSPACES}/{}", labels::name_suffix());
+    let copied = copy_workspace(docker, &source, workdir, &helper, &saved).await;
     if !was_paused {
         docker.unpause_container(&source).await.ok();
     }
@@ -95,7 +98,7 @@ pub async fn commit_with_workspace(
         Ok(()) => {
             image_labels.insert(
                 labels::SNAPSHOT_WORKSPACE.to_string(),
-                format!("{SAVED_WORKSPACES}/{name}"),
+                format!("{saved}/{name}"),
             );
             commit(
                 docker,
@@ -114,23 +117,22 @@ pub async fn commit_with_workspace(
 }
 
 /// Streams the archive of `workdir` in `source` into `helper` under
-/// [`SAVED_WORKSPACES`]. A download that fails midway fails the copy.
+/// `saved` (a new directory under [`SAVED_WORKSPACES`]). A download that
+/// fails midway fails the copy.
 async fn copy_workspace(
     docker: &Docker,
     source: &str,
     workdir: &str,
     helper: &str,
+    saved: &str,
 ) -> anyhow::Result<()> {
-    let root = directory_tar(SAVED_WORKSPACES.trim_start_matches('/'))?;
+    let root = directory_tar(saved.trim_start_matches('/'))?;
     let at_root = UploadToContainerOptionsBuilder::default().path("/").build();
     docker
         .upload_to_container(helper, Some(at_root), bollard::body_full(root.into()))
         .await
         .map_err(|error| {
-            anyhow::anyhow!(
-                "cannot make {SAVED_WORKSPACES} in the helper: {}",
-                message_of(&error)
-            )
+            anyhow::anyhow!("cannot make {saved} in the helper: {}", message_of(&error))
         })?;
     let failure: Arc<Mutex<Option<String>>> = Arc::default();
     let seen = failure.clone();
@@ -154,7 +156,7 @@ async fn copy_workspace(
             futures::future::ready(next)
         });
     let into = UploadToContainerOptionsBuilder::default()
-        .path(SAVED_WORKSPACES)
+        .path(saved)
         .build();
     let uploaded = docker
         .upload_to_container(helper, Some(into), bollard::body_stream(download))
@@ -174,14 +176,19 @@ async fn copy_workspace(
     })
 }
 
-/// A tar of one empty directory `name` (0755, root's).
-fn directory_tar(name: &str) -> anyhow::Result<Vec<u8>> {
-    let mut header = tar::Header::new_gnu();
-    header.set_entry_type(tar::EntryType::Directory);
-    header.set_size(0);
-    header.set_mode(0o755);
+/// A tar of the empty directory `path` and its parents (0755, root's).
+fn directory_tar(path: &str) -> anyhow::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
-    builder.append_data(&mut header, format!("{name}/"), std::io::empty())?;
+    let mut prefix = String::new();
+    for part in path.split('/').filter(|part| !part.is_empty()) {
+        prefix.push_str(part);
+        prefix.push('/');
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_size(0);
+        header.set_mode(0o755);
+        builder.append_data(&mut header, &prefix, std::io::empty())?;
+    }
     Ok(builder.into_inner()?)
 }
 
