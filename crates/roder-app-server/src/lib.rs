@@ -12,7 +12,10 @@
 //! * `protocol/`: the wire types (the schema is derived from them).
 //! * `methods.rs`: the method table (name, params, result, handler).
 //! * `handlers/`: one file per method group.
-//! * `connection/`: subscriptions, the bounded outgoing queue, the forwarder.
+//! * `connection/`: subscriptions, the bounded outgoing queue, the router of
+//!   events to the connections following their thread (`fanout`), the
+//!   forwarder.
+//! * `follow.rs`: events of threads other replicas write.
 //! * `stdio.rs`, `ws/`: the transports.
 //!
 //! ```no_run
@@ -30,6 +33,7 @@ mod connection;
 mod convert;
 mod decode;
 pub mod error;
+pub mod follow;
 mod framing;
 mod handlers;
 mod methods;
@@ -40,8 +44,9 @@ mod ws;
 
 pub use connection::ConnectionLimits;
 pub use error::codes;
+pub use follow::{FollowStream, SharedFollowSource, ThreadFollowSource};
 pub use handlers::session::PROTOCOL_VERSION;
 pub use methods::METHODS;
 pub use schema::{protocol_schema, protocol_schema_json};
-pub use stdio::{serve_stdio, serve_stdio_with};
-pub use ws::{WsServer, WsServerConfig, bind_ws};
+pub use stdio::{serve_stdio, serve_stdio_following, serve_stdio_with};
+pub use ws::{WsServer, WsServerConfig, bind_ws, bind_ws_following};

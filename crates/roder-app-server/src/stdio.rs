@@ -8,7 +8,8 @@ use roder_core::Runtime;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::mpsc;
 
-use crate::connection::{Connection, ConnectionLimits};
+use crate::connection::{Connection, ConnectionLimits, Fanout};
+use crate::follow::SharedFollowSource;
 use crate::framing::{Frame, read_frame};
 use crate::protocol::ServerMessage;
 
@@ -33,8 +34,25 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    serve_stdio_following(runtime, stdin, stdout, limits, None).await
+}
+
+/// [`serve_stdio_with`] for one of many replicas on a shared store: `follow`
+/// brings the events of threads other processes write.
+pub async fn serve_stdio_following<R, W>(
+    runtime: Arc<Runtime>,
+    stdin: R,
+    stdout: W,
+    limits: ConnectionLimits,
+    follow: Option<SharedFollowSource>,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     limits.validate()?;
-    let (connection, queue) = Connection::open(runtime, limits);
+    let fanout = Fanout::start(&runtime, follow);
+    let (connection, queue) = Connection::open(runtime, fanout, limits);
     let writer = tokio::spawn(write_lines(stdout, queue));
     let mut reader = BufReader::new(stdin);
     let read = loop {

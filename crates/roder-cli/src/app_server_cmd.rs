@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use roder_api::events::RoderEvent;
-use roder_app_server::{WsServerConfig, bind_ws, serve_stdio};
+use roder_app_server::{
+    ConnectionLimits, WsServerConfig, bind_ws_following, serve_stdio_following,
+};
 use roder_core::Runtime;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -30,6 +32,7 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
     let settings = &crate::config::store::with_flag(settings, args.store.as_deref())?;
     crate::config::store::prepare(settings).await?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
+    let follow = crate::config::store::follow_source(settings)?;
     let turns = TurnTracker::start(&wired.runtime);
     let stop = {
         let runtime = wired.runtime.clone();
@@ -45,10 +48,12 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
     let outcome = match args.listen {
         None => {
             tokio::select! {
-                served = serve_stdio(
+                served = serve_stdio_following(
                     wired.runtime.clone(),
                     tokio::io::stdin(),
                     tokio::io::stdout(),
+                    ConnectionLimits::default(),
+                    follow,
                 ) => served,
                 () = stop => {
                     // tokio reads stdin on a blocking thread that the
@@ -67,13 +72,14 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
                 })?),
                 None => None,
             };
-            let server = bind_ws(
+            let server = bind_ws_following(
                 wired.runtime.clone(),
                 WsServerConfig {
                     listen,
                     token,
                     ..WsServerConfig::default()
                 },
+                follow,
             )
             .await?;
             // The one line on stdout: where to connect.

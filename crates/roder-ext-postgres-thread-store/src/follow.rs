@@ -189,6 +189,43 @@ impl PostgresThreadStore {
     }
 }
 
+impl PostgresThreadStore {
+    /// [`follow`](Self::follow) as a stream (what the app server's follow
+    /// source takes): the events in order; an error (then the end) when
+    /// following fails, after which the caller follows again from the last
+    /// seq it received.
+    pub fn follow_stream(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+    ) -> futures::stream::BoxStream<'static, anyhow::Result<EventEnvelope>> {
+        let store = self.clone();
+        let thread_id = thread_id.to_string();
+        let follower = async move { store.follow(&thread_id, after_seq).await };
+        Box::pin(futures::stream::unfold(
+            Some(FollowState::Starting(Box::pin(follower))),
+            |state| async move {
+                let mut follower = match state? {
+                    FollowState::Starting(start) => match start.await {
+                        Ok(follower) => follower,
+                        Err(error) => return Some((Err(error), None)),
+                    },
+                    FollowState::Following(follower) => follower,
+                };
+                match follower.next().await {
+                    Ok(envelope) => Some((Ok(envelope), Some(FollowState::Following(follower)))),
+                    Err(error) => Some((Err(error), None)),
+                }
+            },
+        ))
+    }
+}
+
+enum FollowState {
+    Starting(futures::future::BoxFuture<'static, anyhow::Result<ThreadFollower>>),
+    Following(ThreadFollower),
+}
+
 impl ThreadFollower {
     /// The seq of the last event returned (or the starting cursor).
     pub fn cursor(&self) -> u64 {

@@ -1,29 +1,46 @@
-//! The task that turns runtime events into `thread/event` notifications for
-//! the threads one connection is subscribed to.
+//! The task that turns a thread's events into `thread/event` notifications
+//! for one connection.
 //!
-//! It follows the runtime's broadcast from the moment the connection opens.
-//! Subscribing reads the thread's persisted log after the client's cursor
-//! first, then lets live events through that are newer than what the log
-//! read returned. Events are persisted before they are broadcast, so the two
-//! together hold every event exactly once, in `seq` order.
+//! Live events come from two places: the server's router (`fanout`), which
+//! hands this connection the runtime's events of the threads it follows and
+//! of no other, and, when the server has a follow source (many replicas on
+//! one store), a follower per subscribed thread reading what any process
+//! appends. Subscribing routes the thread here first, then reads its
+//! persisted log after the client's cursor, then lets live events through
+//! that are newer than what was sent. Events are persisted before they are
+//! broadcast or followed, so together they hold every event exactly once,
+//! in `seq` order: whichever source brings a seq first sends it, the other's
+//! copy is dropped.
 //!
-//! Live events never wait for the client: when its queue is full (or the
-//! broadcast outran this task), every subscription is dropped and the client
-//! gets a -32008 error naming the last seq queued per thread. It resumes
-//! with `thread/resume` or `thread/events` from the last seq it received.
+//! Live events never wait for the client: when its queue is full (or its
+//! inbox at the router overflowed), every subscription is dropped and the
+//! client gets a -32008 error naming the last seq queued per thread. It
+//! resumes with `thread/resume` or `thread/events` from the last seq it
+//! received.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::StreamExt;
 use roder_api::events::EventEnvelope;
 use roder_core::Runtime;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
 
+use super::fanout::{Fanout, Inbox};
 use crate::convert;
 use crate::error::{RpcError, codes};
+use crate::follow::SharedFollowSource;
 use crate::protocol::{LaggedData, ServerMessage, THREAD_EVENT, ThreadCursor};
+
+/// Events a connection's store followers may hold before they wait for the
+/// forwarder (they read the log, so waiting loses nothing).
+const FOLLOWED_QUEUE: usize = 256;
+
+/// Wait before following a thread again after the follow source failed.
+const REFOLLOW_BACKOFF: Duration = Duration::from_millis(500);
 
 /// What handlers ask of the forwarder.
 pub(crate) enum Command {
@@ -45,27 +62,37 @@ struct Gone;
 
 pub(crate) struct Forwarder {
     runtime: Arc<Runtime>,
-    events: broadcast::Receiver<EventEnvelope>,
+    fanout: Arc<Fanout>,
+    inbox: Inbox,
     commands: mpsc::Receiver<Command>,
     outgoing: mpsc::Sender<ServerMessage>,
     /// Subscribed threads and the last seq queued for each.
     delivered: BTreeMap<String, u64>,
+    /// The store followers of subscribed threads (with a follow source).
+    followers: HashMap<String, AbortHandle>,
+    followed_tx: mpsc::Sender<EventEnvelope>,
+    followed: mpsc::Receiver<EventEnvelope>,
 }
 
 impl Forwarder {
-    /// Subscribes to the runtime's events now, so nothing emitted after this
-    /// call can be missed by a later subscription.
     pub fn new(
         runtime: Arc<Runtime>,
+        fanout: Arc<Fanout>,
         commands: mpsc::Receiver<Command>,
         outgoing: mpsc::Sender<ServerMessage>,
+        inbox_capacity: usize,
     ) -> Self {
+        let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUE);
         Self {
-            events: runtime.subscribe_events(),
+            inbox: fanout.inbox(inbox_capacity),
+            fanout,
             runtime,
             commands,
             outgoing,
             delivered: BTreeMap::new(),
+            followers: HashMap::new(),
+            followed_tx,
+            followed,
         }
     }
 
@@ -78,13 +105,16 @@ impl Forwarder {
                     Some(command) => self.apply(command).await,
                     None => return,
                 },
-                event = self.events.recv() => match event {
-                    Ok(envelope) => self.forward(envelope).await,
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "client fell behind the event bus");
-                        self.drop_subscriptions("the server's event buffer").await
-                    }
-                    Err(RecvError::Closed) => return,
+                () = self.inbox.lag.wait() => {
+                    self.drop_subscriptions("the server's event buffer").await
+                }
+                event = self.inbox.events.recv() => match event {
+                    Some(envelope) => self.forward(&envelope).await,
+                    None => return,
+                },
+                event = self.followed.recv() => match event {
+                    Some(envelope) => self.forward(&envelope).await,
+                    None => return,
                 },
             };
             if step.is_err() {
@@ -109,7 +139,9 @@ impl Forwarder {
                 if gone { Err(Gone) } else { Ok(()) }
             }
             Command::Unsubscribe { thread_id, done } => {
-                let _ = done.send(self.delivered.remove(&thread_id).is_some());
+                let was = self.delivered.remove(&thread_id).is_some();
+                self.stop_following(&thread_id);
+                let _ = done.send(was);
                 Ok(())
             }
         }
@@ -123,13 +155,23 @@ impl Forwarder {
         thread_id: String,
         after_seq: u64,
     ) -> Result<u64, SubscribeError> {
-        let page = self
-            .runtime
-            .read_thread_events(&thread_id, after_seq)
-            .await
-            .map_err(SubscribeError::Runtime)?;
+        // Routed before the read: what is broadcast from now on reaches
+        // the inbox, what was broadcast before is in the log already.
+        self.fanout.add(&thread_id, &self.inbox);
+        let page = match self.runtime.read_thread_events(&thread_id, after_seq).await {
+            Ok(page) => page,
+            Err(error) => {
+                if !self.delivered.contains_key(&thread_id) {
+                    self.fanout.remove(&thread_id, self.inbox.id);
+                }
+                return Err(SubscribeError::Runtime(error));
+            }
+        };
         // Stop live forwarding while the log is sent, so nothing overtakes it.
         self.delivered.remove(&thread_id);
+        if let Some(follower) = self.followers.remove(&thread_id) {
+            follower.abort();
+        }
         let mut last = after_seq;
         for envelope in &page.events {
             self.outgoing
@@ -138,11 +180,28 @@ impl Forwarder {
                 .map_err(|_| SubscribeError::Gone)?;
             last = envelope.seq;
         }
+        if let Some(source) = self.fanout.follow_source() {
+            let follower = tokio::spawn(follow_store(
+                source.clone(),
+                thread_id.clone(),
+                last,
+                self.followed_tx.clone(),
+            ));
+            self.followers
+                .insert(thread_id.clone(), follower.abort_handle());
+        }
         self.delivered.insert(thread_id, last);
         Ok(last)
     }
 
-    async fn forward(&mut self, envelope: EventEnvelope) -> Result<(), Gone> {
+    fn stop_following(&mut self, thread_id: &str) {
+        self.fanout.remove(thread_id, self.inbox.id);
+        if let Some(follower) = self.followers.remove(thread_id) {
+            follower.abort();
+        }
+    }
+
+    async fn forward(&mut self, envelope: &EventEnvelope) -> Result<(), Gone> {
         let Some(delivered) = self.delivered.get_mut(&envelope.thread_id) else {
             return Ok(());
         };
@@ -158,7 +217,7 @@ impl Forwarder {
         if stale {
             return Ok(());
         }
-        match self.outgoing.try_send(notification(&envelope)) {
+        match self.outgoing.try_send(notification(envelope)) {
             Ok(()) => {
                 if !transient {
                     *delivered = envelope.seq;
@@ -175,6 +234,9 @@ impl Forwarder {
     /// after the last notification it reports.
     async fn drop_subscriptions(&mut self, what_overflowed: &str) -> Result<(), Gone> {
         let dropped = std::mem::take(&mut self.delivered);
+        for thread_id in dropped.keys() {
+            self.stop_following(thread_id);
+        }
         if dropped.is_empty() {
             return Ok(());
         }
@@ -198,6 +260,51 @@ impl Forwarder {
             .send(ServerMessage::error(None, error.into_object()))
             .await
             .map_err(|_| Gone)
+    }
+}
+
+impl Drop for Forwarder {
+    /// The connection closed: nothing is routed to it any more.
+    fn drop(&mut self) {
+        let threads: Vec<String> = self.delivered.keys().cloned().collect();
+        for thread_id in threads {
+            self.stop_following(&thread_id);
+        }
+        for (_, follower) in self.followers.drain() {
+            follower.abort();
+        }
+    }
+}
+
+/// Follows `thread_id` in the store from `cursor` until aborted, following
+/// again from the last seq received whenever the source fails.
+async fn follow_store(
+    source: SharedFollowSource,
+    thread_id: String,
+    mut cursor: u64,
+    sender: mpsc::Sender<EventEnvelope>,
+) {
+    loop {
+        let mut stream = source.follow(&thread_id, cursor);
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(envelope) if envelope.seq <= cursor => {}
+                Ok(envelope) => {
+                    cursor = envelope.seq;
+                    if sender.send(envelope).await.is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        thread_id,
+                        "following the thread in the store failed: {error:#}; following again"
+                    );
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(REFOLLOW_BACKOFF).await;
     }
 }
 

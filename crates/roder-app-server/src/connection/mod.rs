@@ -11,6 +11,7 @@
 //! skip its rollback. Turns run on the runtime's own tasks and go on.
 
 mod context;
+mod fanout;
 mod forwarder;
 mod limits;
 
@@ -23,6 +24,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 pub(crate) use context::Context;
+pub(crate) use fanout::Fanout;
 pub use limits::ConnectionLimits;
 
 use crate::decode;
@@ -45,13 +47,22 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Opens a connection and returns the queue its transport must drain.
+    /// `fanout` is the server's router of runtime events (one per server,
+    /// shared by its connections).
     pub fn open(
         runtime: Arc<Runtime>,
+        fanout: Arc<Fanout>,
         limits: ConnectionLimits,
     ) -> (Connection, mpsc::Receiver<ServerMessage>) {
         let (outgoing, queue) = mpsc::channel(limits.client_queue);
         let (commands, command_queue) = mpsc::channel(COMMAND_QUEUE);
-        let forwarder = Forwarder::new(runtime.clone(), command_queue, outgoing.clone());
+        let forwarder = Forwarder::new(
+            runtime.clone(),
+            fanout,
+            command_queue,
+            outgoing.clone(),
+            limits.client_queue,
+        );
         let forwarder = tokio::spawn(forwarder.run()).abort_handle();
         let context = Arc::new(Context::new(runtime, limits, Subscriptions::new(commands)));
         let connection = Connection {

@@ -27,7 +27,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::connection::{Connection, ConnectionLimits};
+use crate::connection::{Connection, ConnectionLimits, Fanout};
+use crate::follow::SharedFollowSource;
 use crate::protocol::ServerMessage;
 
 /// How [`bind_ws`] listens.
@@ -63,6 +64,8 @@ pub struct WsServer {
 
 struct ServerState {
     runtime: Arc<Runtime>,
+    /// Routes events to the connections following their thread.
+    fanout: Arc<Fanout>,
     token: Option<String>,
     limits: ConnectionLimits,
     connections: AtomicUsize,
@@ -74,6 +77,18 @@ struct ServerState {
 /// Binds the listener. Refuses a non-loopback address without a token, an
 /// empty token and limits of zero, before binding anything.
 pub async fn bind_ws(runtime: Arc<Runtime>, config: WsServerConfig) -> anyhow::Result<WsServer> {
+    bind_ws_following(runtime, config, None).await
+}
+
+/// [`bind_ws`] for one of many replicas on a shared store: `follow` brings
+/// the events of threads other processes write (see
+/// [`ThreadFollowSource`](crate::ThreadFollowSource)), so a client follows a
+/// thread live whichever replica runs its turn.
+pub async fn bind_ws_following(
+    runtime: Arc<Runtime>,
+    config: WsServerConfig,
+    follow: Option<SharedFollowSource>,
+) -> anyhow::Result<WsServer> {
     if config
         .token
         .as_deref()
@@ -99,6 +114,7 @@ pub async fn bind_ws(runtime: Arc<Runtime>, config: WsServerConfig) -> anyhow::R
         .with_context(|| format!("could not listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
     let state = Arc::new(ServerState {
+        fanout: Fanout::start(&runtime, follow),
         runtime,
         token: config.token,
         limits,
@@ -190,7 +206,8 @@ async fn upgrade(
 
 async fn session(state: Arc<ServerState>, socket: WebSocket) {
     state.connections.fetch_add(1, Ordering::SeqCst);
-    let (connection, queue) = Connection::open(state.runtime.clone(), state.limits);
+    let (connection, queue) =
+        Connection::open(state.runtime.clone(), state.fanout.clone(), state.limits);
     let (sink, mut stream) = socket.split();
     let writer = tokio::spawn(write_frames(sink, queue));
     let mut closing = state.closing.subscribe();

@@ -88,6 +88,23 @@ pub fn factory(settings: &Settings) -> anyhow::Result<Arc<dyn ThreadStoreFactory
     })
 }
 
+/// Where the app server follows threads other replicas write: the Postgres
+/// store's LISTEN/NOTIFY follower (its own pool). None for JSONL: one
+/// process per home, so the runtime's own bus has every event.
+pub fn follow_source(
+    settings: &Settings,
+) -> anyhow::Result<Option<roder_app_server::SharedFollowSource>> {
+    Ok(match &settings.store {
+        StoreChoice::Jsonl => None,
+        StoreChoice::Postgres { url } => {
+            let store = PostgresThreadStore::connect_lazy(url, Default::default())?;
+            Some(Arc::new(move |thread_id: &str, after_seq: u64| {
+                store.follow_stream(thread_id, after_seq)
+            }))
+        }
+    })
+}
+
 /// Commands that read the JSONL files directly refuse a Postgres store
 /// instead of showing another store's threads.
 pub fn require_jsonl(settings: &Settings, command: &str) -> anyhow::Result<()> {
