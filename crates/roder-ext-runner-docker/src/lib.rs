@@ -37,7 +37,6 @@ mod client;
 pub mod config;
 mod container;
 mod exec;
-mod executor;
 mod gc;
 pub mod labels;
 mod paths;
