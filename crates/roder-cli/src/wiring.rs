@@ -9,7 +9,7 @@ use roder_api::inference::InferenceEngine;
 use roder_core::{Runtime, RuntimeConfig};
 use roder_ext_anthropic::{AnthropicConfig, AnthropicEngine};
 use roder_ext_openai::{ApiKeySource, OpenAiChatEngine, OpenAiConfig, OpenAiResponsesEngine};
-use roder_ext_runner_docker::DockerRunnerProvider;
+use roder_ext_runner_docker::{DockerCheckpointer, DockerRunnerProvider};
 use roder_ext_runner_git_worktree::{
     GitCheckpointer, GitWorktreeMaterializer, GitWorktreeRunnerProvider,
 };
@@ -71,6 +71,8 @@ pub fn runtime(
     builder.workspace_checkpointer(Arc::new(DirectoryCheckpointer::new(
         settings.home.join("checkpoints"),
     )));
+    // Docker threads whose destination says `"checkpoints": "per_turn"`.
+    builder.workspace_checkpointer(Arc::new(DockerCheckpointer::new(docker.clone())));
     builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
         settings.worktrees_dir(),
     )));
