@@ -14,6 +14,7 @@ mod mcp;
 mod provision;
 mod provision_checkpoint;
 mod provision_worktree;
+mod replicas;
 mod roder_process;
 mod store;
 mod threads;
@@ -31,6 +32,7 @@ const BENCHES: &[&str] = &[
     "big-message",
     "long-session",
     "mcp",
+    "replicas",
 ];
 
 #[tokio::main]
@@ -56,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
             "mcp" => mcp::run().await.context("mcp")?,
             "app-server" => app_server::run().await.context("app-server")?,
             "provision" => provision::run().await.context("provision")?,
+            "replicas" => replicas::run().await.context("replicas")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")
