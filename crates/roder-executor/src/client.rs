@@ -278,6 +278,19 @@ impl Executor {
         }
     }
 
+    /// Where `path` leads once its symbolic links are resolved.
+    pub async fn resolve(&self, path: &[u8]) -> Result<Vec<u8>, ExecutorError> {
+        match self
+            .ask(Request::Resolve {
+                path: path.to_vec(),
+            })
+            .await?
+        {
+            Reply::Data(resolved) => Ok(resolved),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// A directory's entries, sorted by name.
     pub async fn list(&self, path: &[u8]) -> Result<Vec<(Vec<u8>, FileKind)>, ExecutorError> {
         match self

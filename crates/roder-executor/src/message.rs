@@ -58,6 +58,12 @@ pub enum Request {
     List {
         path: Vec<u8>,
     },
+    /// The path with every symbolic link resolved, as far as it exists
+    /// (missing trailing components are kept as given): where a write to
+    /// it would land.
+    Resolve {
+        path: Vec<u8>,
+    },
 }
 
 /// What kind of file a path is.
@@ -148,6 +154,7 @@ mod kind {
     pub const WRITE_FILE: u8 = 5;
     pub const STAT: u8 = 6;
     pub const LIST: u8 = 7;
+    pub const RESOLVE: u8 = 8;
 
     pub const HELLO: u8 = 100;
     pub const STDOUT: u8 = 101;
@@ -194,6 +201,10 @@ impl Request {
                 out = Encoder::new(kind::LIST, id);
                 out.bytes(path);
             }
+            Self::Resolve { path } => {
+                out = Encoder::new(kind::RESOLVE, id);
+                out.bytes(path);
+            }
         }
         out.finish()
     }
@@ -223,6 +234,9 @@ impl Request {
                 path: input.bytes()?,
             },
             kind::LIST => Self::List {
+                path: input.bytes()?,
+            },
+            kind::RESOLVE => Self::Resolve {
                 path: input.bytes()?,
             },
             other => return Err(WireError(format!("unknown request kind {other}"))),
@@ -380,6 +394,9 @@ mod tests {
             },
             Request::List {
                 path: b"/".to_vec(),
+            },
+            Request::Resolve {
+                path: b"/a/b".to_vec(),
             },
         ];
         for (id, request) in requests.iter().enumerate() {

@@ -287,7 +287,7 @@ fn go_mode_to_unix(mode: u32) -> u32 {
 /// A tar, extracted at `base`, holding the regular file `path` (under
 /// `base`) and entries for its last `missing` parent directories (0755),
 /// all owned by `owner` (root if `None`).
-fn one_file_tar(
+pub(crate) fn one_file_tar(
     base: &str,
     path: &str,
     missing: usize,

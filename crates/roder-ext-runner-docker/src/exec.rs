@@ -311,7 +311,7 @@ fn exec_error(container: &str, program: &str, error: &bollard::errors::Error) ->
 
 /// stdout and stderr, each capped at [`MAX_STREAM_BYTES`].
 #[derive(Default)]
-struct Capture {
+pub(crate) struct Capture {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
     dropped_stdout: usize,
@@ -320,17 +320,26 @@ struct Capture {
 
 impl Capture {
     fn push(&mut self, chunk: LogOutput) {
-        let (buffer, dropped, message) = match chunk {
+        match chunk {
             LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                (&mut self.stdout, &mut self.dropped_stdout, message)
+                self.push_stream(false, &message)
             }
-            LogOutput::StdErr { message } => (&mut self.stderr, &mut self.dropped_stderr, message),
-            LogOutput::StdIn { .. } => return,
+            LogOutput::StdErr { message } => self.push_stream(true, &message),
+            LogOutput::StdIn { .. } => {}
+        }
+    }
+
+    /// Keeps what fits of `data` in stdout (or stderr), counting the rest.
+    pub(crate) fn push_stream(&mut self, stderr: bool, data: &[u8]) {
+        let (buffer, dropped) = if stderr {
+            (&mut self.stderr, &mut self.dropped_stderr)
+        } else {
+            (&mut self.stdout, &mut self.dropped_stdout)
         };
         let room = MAX_STREAM_BYTES.saturating_sub(buffer.len());
-        let kept = message.len().min(room);
-        buffer.extend_from_slice(&message[..kept]);
-        *dropped += message.len() - kept;
+        let kept = data.len().min(room);
+        buffer.extend_from_slice(data.get(..kept).unwrap_or_default());
+        *dropped += data.len() - kept;
     }
 
     /// The runtime's message when the process never started (missing
@@ -343,7 +352,7 @@ impl Capture {
         runtime_error.then(|| String::from_utf8_lossy(&self.stdout).trim().to_string())
     }
 
-    fn into_result(
+    pub(crate) fn into_result(
         self,
         command_id: String,
         exit_code: Option<i32>,

@@ -37,6 +37,7 @@ mod client;
 pub mod config;
 mod container;
 mod exec;
+mod executor;
 mod gc;
 pub mod labels;
 mod paths;

@@ -16,7 +16,7 @@ use roder_api::remote_runner::{
 
 use crate::archive::WriteRules;
 use crate::client::{self, Client, is_not_found, message_of};
-use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig, parse_user};
+use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig, ExecutorMode, parse_user};
 use crate::gc::{GcOptions, GcReport};
 use crate::pool::Pool;
 use crate::session::{DockerSession, Opened};
@@ -289,10 +289,13 @@ impl DockerRunnerProvider {
         let inspect = container::attach(docker, &reference).await?;
         let same_container = recorded_container.is_some() && recorded_container == inspect.id;
         let recorded_workdir = recorded("workdir").filter(|_| same_container);
-        Ok(Arc::new(DockerSession::new(
-            self.client.clone(),
-            opened_from(&inspect, &reference, recorded_workdir, state.destination_id)?,
-        )))
+        let executor = match recorded("executor").as_deref() {
+            Some("off") => ExecutorMode::Off,
+            _ => ExecutorMode::Auto,
+        };
+        let mut opened = opened_from(&inspect, &reference, recorded_workdir, state.destination_id)?;
+        opened.executor = executor;
+        Ok(Arc::new(DockerSession::new(self.client.clone(), opened)))
     }
 }
 
@@ -331,6 +334,7 @@ fn opened_from(
                 .and_then(|config| config.user.as_deref())
                 .and_then(parse_user),
         },
+        executor: ExecutorMode::Auto,
     })
 }
 
@@ -411,6 +415,7 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
                 paused: false,
                 session_destination: destination.id,
                 rules,
+                executor: config.executor,
             },
         )))
     }

@@ -16,8 +16,9 @@ use serde_json::json;
 
 use crate::archive::WriteRules;
 use crate::client::{Client, message_of};
-use crate::config::{Cleanup, is_credential};
+use crate::config::{Cleanup, ExecutorMode, is_credential};
 use crate::exec::{self, ExecRequest};
+use crate::executor::{self, ExecutorSlot};
 use crate::{archive, container, labels, paths, snapshot};
 use roder_sandbox::RunningCommands;
 
@@ -44,6 +45,8 @@ pub(crate) struct Opened {
     pub session_destination: String,
     /// Where file writes may land (the sandbox's writable mounts).
     pub rules: WriteRules,
+    /// Whether commands and files go through the sandbox executor.
+    pub executor: ExecutorMode,
 }
 
 /// A session over one container.
@@ -56,6 +59,7 @@ pub struct DockerSession {
     state: Mutex<RunnerSessionState>,
     phase: Mutex<Phase>,
     running: RunningCommands,
+    executor: ExecutorSlot,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -77,6 +81,10 @@ impl DockerSession {
                 "image": opened.image,
                 "workdir": opened.workdir,
                 "paused": opened.paused,
+                "executor": match opened.executor {
+                    ExecutorMode::Auto => "auto",
+                    ExecutorMode::Off => "off",
+                },
             }),
         };
         Self {
@@ -88,7 +96,36 @@ impl DockerSession {
             state: Mutex::new(state),
             phase: Mutex::new(Phase::Live),
             running: RunningCommands::default(),
+            executor: ExecutorSlot::new(opened.executor),
         }
+    }
+
+    /// The session's sandbox executor, started on first use; `None` when
+    /// calls go through plain execs and the archive API.
+    ///
+    /// A paused session refuses at once: its helper is frozen with the
+    /// container and would answer only after a resume.
+    async fn executor(
+        &self,
+        docker: &Docker,
+    ) -> anyhow::Result<Option<roder_executor::client::Executor>> {
+        let paused = lock(&self.state).metadata["paused"] == json!(true);
+        if paused {
+            bail!(
+                "container {} is paused; resume the thread's runner first",
+                self.short_id()
+            );
+        }
+        Ok(self
+            .executor
+            .get(docker, &self.container_id, &self.workdir, &self.rules)
+            .await)
+    }
+
+    /// Why this session's calls use plain execs (the config said so, or
+    /// the helper cannot run in the container), once that is known.
+    pub async fn executor_fallback(&self) -> Option<String> {
+        self.executor.fallback_reason().await
     }
 
     /// The full id of the session's container.
@@ -177,6 +214,7 @@ impl RemoteRunnerSession for DockerSession {
             }
             *phase = Phase::Detached;
         }
+        self.executor.stop().await;
         Ok(self.state())
     }
 
@@ -210,19 +248,27 @@ impl RemoteRunnerSession for DockerSession {
         let mut argv = Vec::with_capacity(request.args.len() + 1);
         argv.push(request.program);
         argv.extend(request.args);
-        exec::run(
-            docker,
-            &self.container_id,
-            ExecRequest {
-                command_id: request.command_id,
-                argv,
-                cwd,
-                env,
-                timeout: request.timeout_ms.map(Duration::from_millis),
-            },
-            registration.token(),
-        )
-        .await
+        let exec_request = ExecRequest {
+            command_id: request.command_id,
+            argv,
+            cwd,
+            env,
+            timeout: request.timeout_ms.map(Duration::from_millis),
+        };
+        match self.executor(docker).await? {
+            Some(helper) => {
+                executor::run_command(&helper, exec_request, registration.token()).await
+            }
+            None => {
+                exec::run(
+                    docker,
+                    &self.container_id,
+                    exec_request,
+                    registration.token(),
+                )
+                .await
+            }
+        }
     }
 
     async fn cancel_command(&self, command_id: &RunnerCommandId) -> anyhow::Result<bool> {
@@ -235,7 +281,10 @@ impl RemoteRunnerSession for DockerSession {
     ) -> anyhow::Result<RunnerFileReadResult> {
         let path = self.resolve(&request.path)?;
         let docker = self.docker().await?;
-        let contents = archive::read(docker, &self.container_id, &path).await?;
+        let contents = match self.executor(docker).await? {
+            Some(helper) => executor::read_file(&helper, &path).await?,
+            None => archive::read(docker, &self.container_id, &path).await?,
+        };
         Ok(RunnerFileReadResult {
             path: request.path,
             contents,
@@ -246,14 +295,21 @@ impl RemoteRunnerSession for DockerSession {
         let path = self.resolve(&request.path)?;
         paths::split(&path)?;
         let docker = self.docker().await?;
-        archive::write(
-            docker,
-            &self.container_id,
-            &path,
-            &request.contents,
-            &self.rules,
-        )
-        .await
+        match self.executor(docker).await? {
+            Some(helper) => {
+                executor::write_file(&helper, &path, &request.contents, &self.rules).await
+            }
+            None => {
+                archive::write(
+                    docker,
+                    &self.container_id,
+                    &path,
+                    &request.contents,
+                    &self.rules,
+                )
+                .await
+            }
+        }
     }
 
     /// The host URL of a container port published through the config's
@@ -371,6 +427,7 @@ impl RemoteRunnerSession for DockerSession {
     async fn close(&self) -> anyhow::Result<()> {
         let was = std::mem::replace(&mut *lock(&self.phase), Phase::Closed);
         self.running.cancel_all();
+        self.executor.stop().await;
         if was != Phase::Live || self.cleanup == Cleanup::Keep {
             return Ok(());
         }

@@ -113,7 +113,9 @@ impl Commands {
             );
         }
         command.env(MARKER_VAR, &marker_value);
-        let mut child = command.spawn().map_err(|error| failed(&error))?;
+        let mut child = command
+            .spawn()
+            .map_err(|error| start_failure(&error, program, &spec.cwd))?;
         let group = i32::try_from(child.id()).unwrap_or(0);
         let stdin = child.stdin.take().map(feed_stdin);
         let running = Arc::new(Running {
@@ -243,6 +245,28 @@ impl Commands {
             running.kill(KILLED);
         }
     }
+}
+
+/// Why a command did not start, naming the missing part: the OS says
+/// only ENOENT for a missing program and a missing working directory alike.
+fn start_failure(error: &io::Error, program: &[u8], cwd: &[u8]) -> Reply {
+    let mut reply = failed(error);
+    if error.kind() == io::ErrorKind::NotFound
+        && let Reply::Failed { message, .. } = &mut reply
+    {
+        let program = String::from_utf8_lossy(program);
+        *message = if std::fs::metadata(OsStr::from_bytes(cwd)).is_err() {
+            format!(
+                "no such working directory `{}`",
+                String::from_utf8_lossy(cwd)
+            )
+        } else if program.contains('/') {
+            format!("`{program}`: no such file")
+        } else {
+            format!("`{program}`: executable file not found in $PATH")
+        };
+    }
+    reply
 }
 
 /// Copies one output pipe into replies until it closes, then says so.

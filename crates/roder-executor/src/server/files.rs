@@ -5,7 +5,7 @@
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -30,6 +30,7 @@ pub fn handle(request: Request) -> Reply {
         Request::WriteFile { path, data, mode } => write(as_path(&path), &data, mode),
         Request::Stat { path } => stat(as_path(&path)),
         Request::List { path } => list(as_path(&path)),
+        Request::Resolve { path } => resolve(as_path(&path)),
         Request::Exec(_) | Request::Stdin(_) | Request::Kill => {
             Ok(refuse(0, "not a file request".to_string()))
         }
@@ -124,6 +125,29 @@ fn stat(path: &Path) -> io::Result<Reply> {
         mode: metadata.mode() & 0o7777,
         mtime_secs: metadata.mtime(),
     }))
+}
+
+fn resolve(path: &Path) -> io::Result<Reply> {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    let resolved = loop {
+        match fs::canonicalize(existing) {
+            Ok(resolved) => break resolved,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+                    return Err(error);
+                };
+                missing.push(name);
+                existing = parent;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    let resolved = missing
+        .iter()
+        .rev()
+        .fold(resolved, |path, name| path.join(name));
+    Ok(Reply::Data(resolved.into_os_string().into_vec()))
 }
 
 fn list(path: &Path) -> io::Result<Reply> {
