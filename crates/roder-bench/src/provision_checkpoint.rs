@@ -14,6 +14,9 @@
 //! The workspace forked carries uncommitted work (10 edited files, 10 new
 //! ones, 10 deleted), so the fork must restore more than the commit; a
 //! rollback undoes a turn that edited, created and deleted 10 files each.
+//!
+//! The docker figures (`fork_docker_p50_ms`, `rollback_docker_p50_ms`)
+//! follow, from `provision_docker_fork.rs`.
 
 use std::path::Path;
 use std::time::Instant;
@@ -142,7 +145,9 @@ pub async fn run() -> anyhow::Result<()> {
             "max_ms": rollbacks.last().copied().unwrap_or_default(),
         }),
     );
-    Ok(())
+    crate::provision_docker_fork::run()
+        .await
+        .context("docker fork and rollback")
 }
 
 fn bound(checkout: &Path) -> CheckpointWorkspace {
