@@ -13,6 +13,7 @@ mod long_session;
 mod mcp;
 mod provision;
 mod provision_checkpoint;
+mod provision_docker_exec;
 mod provision_docker_fork;
 mod provision_worktree;
 mod replicas;

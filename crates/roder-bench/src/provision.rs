@@ -43,7 +43,10 @@ pub async fn run() -> anyhow::Result<()> {
     crate::provision_checkpoint::run()
         .await
         .context("checkpoint")?;
-    docker().await.context("docker")
+    docker().await.context("docker")?;
+    crate::provision_docker_exec::run()
+        .await
+        .context("docker exec")
 }
 
 /// The docker figures: `docker_cold_p50_ms`, `docker_run_p50_ms`,

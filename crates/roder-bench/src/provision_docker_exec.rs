@@ -1,0 +1,350 @@
+//! `provision`, the figures of tool calls in a docker session:
+//!
+//! * `docker_exec_p50_ms`: one `exec_command` of `true` through the runtime
+//!   (a scripted engine, the builtin tools, the runner session and its
+//!   sandbox executor), measured as (a turn of [`CALLS`] calls − a turn of
+//!   none) / [`CALLS`], so the turn's fixed costs cancel;
+//! * `docker_engine_exec_p50_ms`, the baseline: a raw Engine API exec of
+//!   `true` (create, start attached, read to the end, inspect) in the same
+//!   container, in the same run;
+//! * `docker_exec_plain_p50_ms`, context: the same calls with the
+//!   destination's `"executor": "off"` (one Engine API exec per call);
+//! * `docker_file_rw_p50_ms`: a 4 KiB `write_file` then a `read_file` of it,
+//!   through the runtime, per pair;
+//! * `docker_resume_p50_ms`: the first turn with one `exec_command` in a new
+//!   runtime (a new provider: a new process's view) of a thread whose
+//!   container `on_idle` paused: rejoin, unpause, a new helper, the call.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+use futures::StreamExt;
+use roder_api::events::{EventEnvelope, RoderEvent};
+use roder_api::extension::ExtensionRegistryBuilder;
+use roder_core::{
+    CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
+};
+use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_ext_runner_docker::DockerRunnerProvider;
+use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::figure::{median, print};
+
+const IMAGE: &str = "roder-sandbox:latest";
+/// Tool calls in a measured turn.
+const CALLS: usize = 20;
+/// Measured turns per figure.
+const REPEATS: usize = 10;
+/// Raw Engine API execs for the baseline.
+const ENGINE_SAMPLES: usize = 30;
+/// Pause-and-resume rounds.
+const RESUMES: usize = 8;
+const LABEL: &str = "roder-bench";
+
+pub async fn run() -> anyhow::Result<()> {
+    if !roder_ext_runner_docker::daemon_socket_present() {
+        eprintln!("provision: no Docker daemon socket; docker exec figures skipped");
+        return Ok(());
+    }
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let store = tempfile::tempdir()?;
+    let host = tempfile::tempdir()?;
+    let measured = measure(&run_id, store.path(), host.path()).await;
+    let docker = DockerRunnerProvider::connect()?.docker().await?;
+    let cleanup = remove_labelled(&docker, &run_id).await;
+    let figures = measured?;
+    cleanup?;
+    figures.print();
+    Ok(())
+}
+
+struct Figures {
+    exec: Vec<f64>,
+    plain: Vec<f64>,
+    engine: Vec<f64>,
+    file_rw: Vec<f64>,
+    resume: Vec<f64>,
+}
+
+impl Figures {
+    fn print(mut self) {
+        let exec = median(&mut self.exec);
+        let plain = median(&mut self.plain);
+        let engine = median(&mut self.engine);
+        let file_rw = median(&mut self.file_rw);
+        let resume = median(&mut self.resume);
+        let ratio = if engine > 0.0 { exec / engine } else { 0.0 };
+        print(
+            "provision",
+            "docker_exec_p50_ms",
+            exec,
+            "ms",
+            json!({
+                "what": "exec_command `true` through the runtime in a docker session (sandbox executor); (turn of 20 calls - turn of none) / 20, p50 of 10",
+                "ratio_to_engine_exec": (ratio * 1000.0).round() / 1000.0,
+                "target": "under 5 ms and under a tenth of docker_engine_exec_p50_ms",
+            }),
+        );
+        print(
+            "provision",
+            "docker_engine_exec_p50_ms",
+            engine,
+            "ms",
+            json!({"what": "baseline: a raw Engine API exec of `true` in the same container (create, start, read to the end, inspect)", "samples": ENGINE_SAMPLES}),
+        );
+        print(
+            "provision",
+            "docker_exec_plain_p50_ms",
+            plain,
+            "ms",
+            json!({"what": "context: exec_command `true` through the runtime with \"executor\": \"off\" (one Engine API exec per call)"}),
+        );
+        print(
+            "provision",
+            "docker_file_rw_p50_ms",
+            file_rw,
+            "ms",
+            json!({"what": "a 4 KiB write_file then read_file of it through the runtime (one model step with both calls), per pair", "target": "under 3 ms"}),
+        );
+        print(
+            "provision",
+            "docker_resume_p50_ms",
+            resume,
+            "ms",
+            json!({"what": "the first turn (one exec_command) in a new runtime of a thread whose container on_idle paused", "samples": RESUMES, "target": "under 100 ms"}),
+        );
+    }
+}
+
+struct Bench {
+    runtime: Arc<Runtime>,
+    engine: Arc<ScriptedEngine>,
+    events: broadcast::Receiver<EventEnvelope>,
+}
+
+impl Bench {
+    fn new(store: &Path, host: &Path) -> anyhow::Result<Self> {
+        let engine = ScriptedEngine::new(Vec::new());
+        let mut builder = ExtensionRegistryBuilder::new();
+        builder.inference_engine(engine.clone());
+        builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+            base_path: store.to_path_buf(),
+        }));
+        builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(host)?);
+        builder.remote_runner_provider(Arc::new(DockerRunnerProvider::connect()?));
+        let config = RuntimeConfig {
+            workspace: Some(host.display().to_string()),
+            ..RuntimeConfig::default()
+        };
+        let runtime = Arc::new(Runtime::new(builder.build()?, config)?);
+        let events = runtime.subscribe_events();
+        Ok(Self {
+            runtime,
+            engine,
+            events,
+        })
+    }
+
+    async fn thread(&self, host: &Path, config: Value) -> anyhow::Result<String> {
+        let mut request = CreateThreadRequest::in_workspace(host.display().to_string());
+        request.runner = Some(ThreadRunnerSelection {
+            provider_id: roder_ext_runner_docker::PROVIDER_ID.to_string(),
+            config,
+            workspace: "/workspace".to_string(),
+            read_roots: Vec::new(),
+        });
+        Ok(self.runtime.create_thread_with(request).await?.thread_id)
+    }
+
+    /// Runs one turn of `rounds` (then a final answer); its wall time.
+    async fn turn(&mut self, thread: &str, rounds: Vec<ScriptedRound>) -> anyhow::Result<f64> {
+        let tools = rounds.len();
+        for round in rounds {
+            self.engine.push_round(round);
+        }
+        self.engine.push_round(final_round("done"));
+        let started = Instant::now();
+        self.runtime
+            .start_turn(StartTurnRequest::new(thread, "bench"))
+            .await?;
+        let mut failed_tools = 0;
+        loop {
+            let envelope = tokio::time::timeout(Duration::from_secs(120), self.events.recv())
+                .await
+                .context("the turn did not end within 120 s")??;
+            if envelope.thread_id != thread {
+                continue;
+            }
+            if let RoderEvent::ToolCallCompleted(call) = &envelope.event
+                && call.is_error
+            {
+                failed_tools += 1;
+            }
+            if envelope.event.is_terminal() {
+                if !matches!(envelope.event, RoderEvent::TurnCompleted(_)) || failed_tools > 0 {
+                    bail!(
+                        "a bench turn of {tools} tool rounds ended with {:?} ({failed_tools} failed tools)",
+                        envelope.event
+                    );
+                }
+                return Ok(ms(started.elapsed()));
+            }
+        }
+    }
+
+    /// Per-call cost of `round` through the runtime: (turn of [`CALLS`]
+    /// rounds − turn of none) / [`CALLS`], [`REPEATS`] times.
+    async fn per_call(
+        &mut self,
+        thread: &str,
+        round: impl Fn(usize) -> Vec<ScriptedRound>,
+    ) -> anyhow::Result<Vec<f64>> {
+        let mut samples = Vec::with_capacity(REPEATS);
+        for repeat in 0..REPEATS {
+            let empty = self.turn(thread, Vec::new()).await?;
+            let rounds = (0..CALLS)
+                .flat_map(|call| round(repeat * CALLS + call))
+                .collect();
+            let full = self.turn(thread, rounds).await?;
+            samples.push(((full - empty) / CALLS as f64).max(0.0));
+        }
+        Ok(samples)
+    }
+
+    async fn container_of(&self, thread: &str) -> anyhow::Result<String> {
+        Ok(self
+            .runtime
+            .load_thread(thread)
+            .await?
+            .and_then(|thread| thread.metadata)
+            .and_then(|metadata| metadata.runner_state)
+            .context("the bench thread has no runner state")?
+            .session_id)
+    }
+}
+
+fn exec_true(index: usize) -> Vec<ScriptedRound> {
+    vec![tool_round(&[(
+        &format!("x{index}"),
+        "exec_command",
+        r#"{"cmd": "true"}"#,
+    )])]
+}
+
+fn write_then_read(index: usize) -> Vec<ScriptedRound> {
+    let content = "x".repeat(4095) + "\n";
+    let path = format!("rw/{}.txt", index % 8);
+    let write = json!({"path": path, "content": content}).to_string();
+    let read = json!({"path": path}).to_string();
+    // One model step with both calls: the runtime runs a step's workspace
+    // calls one at a time, in order.
+    vec![tool_round(&[
+        (&format!("w{index}"), "write_file", &write),
+        (&format!("r{index}"), "read_file", &read),
+    ])]
+}
+
+async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figures> {
+    let config = |extra: Value| {
+        let mut config = json!({"image": IMAGE, "labels": {LABEL: run_id}});
+        if let (Some(config), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            config.extend(extra);
+        }
+        config
+    };
+    let mut bench = Bench::new(store, host)?;
+    let thread = bench.thread(host, config(json!({}))).await?;
+    // Provisions the container and starts its helper.
+    bench.turn(&thread, exec_true(0)).await?;
+    let exec = bench.per_call(&thread, exec_true).await?;
+    let file_rw = bench.per_call(&thread, write_then_read).await?;
+    let container = bench.container_of(&thread).await?;
+    let docker = DockerRunnerProvider::connect()?.docker().await?;
+    let mut engine = Vec::with_capacity(ENGINE_SAMPLES);
+    for _ in 0..ENGINE_SAMPLES {
+        engine.push(engine_exec(&docker, &container).await?);
+    }
+
+    let plain_thread = bench
+        .thread(host, config(json!({"executor": "off"})))
+        .await?;
+    bench.turn(&plain_thread, exec_true(0)).await?;
+    let plain = bench.per_call(&plain_thread, exec_true).await?;
+
+    let mut resume = Vec::with_capacity(RESUMES);
+    for _ in 0..RESUMES {
+        let released = bench.runtime.release_idle_runners().await;
+        if released.iter().all(|(_, outcome)| outcome.is_err()) {
+            bail!("on_idle paused nothing: {released:?}");
+        }
+        drop(bench);
+        bench = Bench::new(store, host)?;
+        resume.push(bench.turn(&thread, exec_true(0)).await?);
+    }
+    bench.runtime.release_idle_runners().await;
+    Ok(Figures {
+        exec,
+        plain,
+        engine,
+        file_rw,
+        resume,
+    })
+}
+
+/// One raw Engine API exec of `true`, as the runner's plain path makes it.
+async fn engine_exec(docker: &Docker, container: &str) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(vec!["true".to_string()]),
+                ..Default::default()
+            },
+        )
+        .await?;
+    if let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&created.id, None).await?
+    {
+        while output.next().await.is_some() {}
+    }
+    let inspect = docker.inspect_exec(&created.id).await?;
+    let elapsed = ms(started.elapsed());
+    if inspect.exit_code != Some(0) {
+        bail!("the baseline exec of `true` exited {:?}", inspect.exit_code);
+    }
+    Ok(elapsed)
+}
+
+async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
+    let filters =
+        std::collections::HashMap::from([("label".to_string(), vec![format!("{LABEL}={run_id}")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    for container in docker.list_containers(Some(options)).await? {
+        if let Some(id) = container.id {
+            docker
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+fn ms(elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1000.0
+}
