@@ -408,6 +408,26 @@ async fn rollback_and_fork(test: &str, extra: Value) {
         Some("turn one\n")
     );
 
+    // A fork at the current turn commits the container now.
+    let now = runtime.fork_thread(&source, None).await.unwrap();
+    let now_image = now.runner_binding.as_ref().unwrap().destination.config["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    images.note(now_image.clone());
+    assert!(
+        now_image.starts_with("roder-snapshot:") && now_image != taken[1].1,
+        "{now_image}"
+    );
+    runtime.delete_thread(&now.thread_id).await.unwrap();
+
+    // Back to turn 0: the checkpoint is the image, restored into the
+    // thread's container (nothing the turns wrote is left).
+    runtime.rollback_thread(&source, 0).await.unwrap();
+    let listing = run(source_view.as_ref(), "ls -A").await;
+    assert_eq!(listing.exit_code, Some(0), "{listing:?}");
+    assert_eq!(listing.stdout, "", "an empty workspace again");
+
     // Deleting the threads removes their containers.
     runtime.delete_thread(&fork.thread_id).await.unwrap();
     runtime.delete_thread(&source).await.unwrap();
