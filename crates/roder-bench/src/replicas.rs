@@ -18,7 +18,10 @@
 //!   thread (lease ttl 2 s).
 //! * `step_ms_1000_idle_ratio`: one client's 40-step turn on one replica,
 //!   per step, with 1,000 idle WebSocket connections each following its own
-//!   thread, divided by the same with none (medians of alternating runs).
+//!   thread, divided by the same with none (medians: 5 runs alone, 5 with
+//!   the idle connections, 5 alone again). `jsonl_step_ms_1000_idle_ratio`:
+//!   the same on the JSONL process, where a step is cheaper, so a per-event
+//!   cost of idle connections would show more.
 //!
 //! Needs the release binary (`cargo build --release -p roder-cli`) and
 //! PostgreSQL binaries (`/usr/lib/postgresql/*/bin` or `$RODER_PG_BIN`).
@@ -72,6 +75,8 @@ async fn measure() -> anyhow::Result<()> {
     let jsonl = Replica::start(&roder, jsonl_home.path(), &root, None).await?;
     let baseline = turns(&model, &[jsonl.addr.clone()], false).await?;
     report(&baseline, "jsonl, one process", "jsonl_");
+    let (alone, crowded) = step_ratio(&model, &jsonl.addr).await?;
+    print_ratio("jsonl_", alone, crowded, "jsonl");
     drop(jsonl);
 
     let cluster = TestCluster::start_or_skip()
@@ -113,18 +118,22 @@ async fn measure() -> anyhow::Result<()> {
         .map(|replica| replica.addr.clone())
         .ok_or_else(|| anyhow::anyhow!("no replica left"))?;
     let (alone, crowded) = step_ratio(&model, &survivor).await?;
+    print_ratio("", alone, crowded, "postgres");
+    drop(replicas);
+    drop(cluster);
+    Ok(())
+}
+
+fn print_ratio(prefix: &str, alone: f64, crowded: f64, store: &str) {
     print(
         BENCH,
-        "step_ms_1000_idle_ratio",
+        &format!("{prefix}step_ms_1000_idle_ratio"),
         crowded / alone,
         "ratio",
         json!({"steps": STEPS, "idle_connections": IDLE, "runs": STEP_RUNS,
                "step_ms_alone": alone, "step_ms_with_idle": crowded,
-               "store": "postgres", "target": "< 1.2"}),
+               "store": store, "target": "< 1.2"}),
     );
-    drop(replicas);
-    drop(cluster);
-    Ok(())
 }
 
 /// A `$RODER_HOME` pointing the `fake` provider at `model`.
