@@ -271,11 +271,41 @@ pub struct RunnerPortResult {
     pub url: Option<String>,
 }
 
+/**
+ * Takes a file or a directory out of a sandbox, to a file on the host
+ * (an evaluation collecting the work). `path` is on the runner (relative
+ * to the workspace, or absolute); a directory needs `recursive`.
+ */
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RunnerArtifactExportRequest {
     pub path: PathBuf,
     #[serde(default)]
     pub recursive: bool,
+    #[serde(default)]
+    pub format: RunnerArtifactFormat,
+    /// Host directory the artifact file is written to; `None` lets the
+    /// provider choose (its result's `url` says where).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<PathBuf>,
+}
+
+/// What an exported artifact holds.
+///
+/// ```
+/// use roder_api::remote_runner::RunnerArtifactFormat;
+/// let format: RunnerArtifactFormat = serde_json::from_str("\"patch\"").unwrap();
+/// assert_eq!(format, RunnerArtifactFormat::Patch);
+/// assert_eq!(RunnerArtifactFormat::default(), RunnerArtifactFormat::Tar);
+/// ```
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerArtifactFormat {
+    /// A tar archive of the path as it is in the sandbox.
+    #[default]
+    Tar,
+    /// A unified diff of the path against what a manifest entry copied in
+    /// (the entry's host source), for the text files that differ.
+    Patch,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

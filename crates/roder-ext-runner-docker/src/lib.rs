@@ -32,6 +32,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod archive;
+mod artifact;
 pub mod checkpoint;
 mod client;
 pub mod config;
@@ -40,6 +41,7 @@ mod exec;
 mod executor;
 mod gc;
 pub mod labels;
+mod manifest;
 mod paths;
 mod pool;
 mod provider;

@@ -20,7 +20,7 @@ use crate::config::{Cleanup, DEFAULT_WORKDIR, DockerConfig, ExecutorMode, parse_
 use crate::gc::{GcOptions, GcReport};
 use crate::pool::Pool;
 use crate::session::{DockerSession, Opened};
-use crate::{container, gc, labels};
+use crate::{container, gc, labels, manifest};
 
 /// The provider id destinations name to use this runner.
 pub const PROVIDER_ID: &str = "docker";
@@ -214,17 +214,17 @@ impl DockerRunnerProvider {
             &destination.provider_id,
             &format!("destination `{}`", destination.id),
         )?;
-        let manifest = &destination.default_manifest;
-        if !manifest.entries.is_empty() || !manifest.mounts.is_empty() {
-            bail!(
-                "destination `{}`: the docker runner does not take manifest entries or mounts; use the config's `mounts` for host directories",
-                destination.id
-            );
-        }
-        DockerConfig::from_json(
+        let config = DockerConfig::from_json(
             &destination.config,
             &format!("destination `{}` config", destination.id),
+        )?;
+        manifest::plan(
+            &destination.default_manifest,
+            &config,
+            &container::write_rules(&config),
         )
+        .map_err(|error| anyhow::anyhow!("destination `{}`: {error:#}", destination.id))?;
+        Ok(config)
     }
 
     /// A pool container claimed for `thread`, if the pool has one. Claiming
@@ -295,6 +295,12 @@ impl DockerRunnerProvider {
         };
         let mut opened = opened_from(&inspect, &reference, recorded_workdir, state.destination_id)?;
         opened.executor = executor;
+        opened.manifest = state
+            .metadata
+            .get("manifest")
+            .filter(|_| same_container)
+            .and_then(|recorded| serde_json::from_value(recorded.clone()).ok())
+            .unwrap_or_default();
         Ok(Arc::new(DockerSession::new(self.client.clone(), opened)))
     }
 }
@@ -335,6 +341,7 @@ fn opened_from(
                 .and_then(parse_user),
         },
         executor: ExecutorMode::Auto,
+        manifest: Vec::new(),
     })
 }
 
@@ -352,7 +359,7 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
             port_preview: true,
             snapshots: true,
             cancellation: true,
-            artifact_export: false,
+            artifact_export: true,
             mounts: RunnerMountCapabilities::default(),
             pausable: true,
             detachable: true,
@@ -405,9 +412,21 @@ impl RemoteRunnerProvider for DockerRunnerProvider {
             }
         };
         let rules = container::write_rules(&config);
+        let entries = manifest::plan(&destination.default_manifest, &config, &rules)?;
+        if !entries.is_empty()
+            && let Err(error) = manifest::copy_in(docker, &container_id, &entries, &rules).await
+        {
+            if let Err(removal) = container::remove(docker, &container_id).await {
+                tracing::warn!(
+                    "cannot remove container {container_id} after a failed copy: {removal:#}"
+                );
+            }
+            return Err(error);
+        }
         Ok(Arc::new(DockerSession::new(
             self.client.clone(),
             Opened {
+                manifest: entries,
                 container_id,
                 image: config.image,
                 workdir: config.workdir,

@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::bail;
 use bollard::Docker;
 use roder_api::remote_runner::{
-    RemoteRunnerSession, RunnerCommandId, RunnerCommandRequest, RunnerCommandResult,
-    RunnerFileReadRequest, RunnerFileReadResult, RunnerFileWriteRequest, RunnerPortRequest,
-    RunnerPortResult, RunnerSessionState, RunnerSnapshotRef,
+    RemoteRunnerSession, RunnerArtifactExportRequest, RunnerArtifactExportResult, RunnerCommandId,
+    RunnerCommandRequest, RunnerCommandResult, RunnerFileReadRequest, RunnerFileReadResult,
+    RunnerFileWriteRequest, RunnerPortRequest, RunnerPortResult, RunnerSessionState,
+    RunnerSnapshotRef,
 };
 use serde_json::json;
 
@@ -47,6 +48,9 @@ pub(crate) struct Opened {
     pub rules: WriteRules,
     /// Whether commands and files go through the sandbox executor.
     pub executor: ExecutorMode,
+    /// The manifest entries copied in at creation (what a patch export
+    /// compares against).
+    pub manifest: Vec<crate::manifest::Entry>,
 }
 
 /// A session over one container.
@@ -60,6 +64,7 @@ pub struct DockerSession {
     phase: Mutex<Phase>,
     running: RunningCommands,
     executor: ExecutorSlot,
+    manifest: Vec<crate::manifest::Entry>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -85,6 +90,7 @@ impl DockerSession {
                     ExecutorMode::Auto => "auto",
                     ExecutorMode::Off => "off",
                 },
+                "manifest": opened.manifest.clone(),
             }),
         };
         Self {
@@ -97,6 +103,7 @@ impl DockerSession {
             phase: Mutex::new(Phase::Live),
             running: RunningCommands::default(),
             executor: ExecutorSlot::new(opened.executor),
+            manifest: opened.manifest,
         }
     }
 
@@ -310,6 +317,17 @@ impl RemoteRunnerSession for DockerSession {
                 .await
             }
         }
+    }
+
+    /// Writes the path's tar (or its patch against the manifest entry it
+    /// was copied in from) to a host file; see [`crate::artifact`].
+    async fn export_artifact(
+        &self,
+        request: RunnerArtifactExportRequest,
+    ) -> anyhow::Result<RunnerArtifactExportResult> {
+        let path = self.resolve(&request.path)?;
+        let docker = self.docker().await?;
+        crate::artifact::export(docker, &self.container_id, &path, &self.manifest, request).await
     }
 
     /// The host URL of a container port published through the config's

@@ -7,7 +7,9 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::query_parameters::UploadToContainerOptionsBuilder;
+use bollard::query_parameters::{
+    ContainerArchiveInfoOptionsBuilder, UploadToContainerOptionsBuilder,
+};
 use futures::StreamExt;
 use roder_executor::client::Executor;
 
@@ -42,15 +44,17 @@ pub async fn start(
         base.trim_end_matches('/'),
         digest_of(bytes)
     );
-    let tar = one_file_tar(base, &path, 0, bytes, 0o755, None)
-        .map_err(|error| format!("cannot pack the helper: {error:#}"))?;
-    let options = UploadToContainerOptionsBuilder::default()
-        .path(base)
-        .build();
-    docker
-        .upload_to_container(container, Some(options), bollard::body_full(tar.into()))
-        .await
-        .map_err(|error| format!("cannot copy the helper to {path}: {}", message_of(&error)))?;
+    if !already_there(docker, container, &path, bytes.len()).await {
+        let tar = one_file_tar(base, &path, 0, bytes, 0o755, None)
+            .map_err(|error| format!("cannot pack the helper: {error:#}"))?;
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(base)
+            .build();
+        docker
+            .upload_to_container(container, Some(options), bollard::body_full(tar.into()))
+            .await
+            .map_err(|error| format!("cannot copy the helper to {path}: {}", message_of(&error)))?;
+    }
     let created = docker
         .create_exec(
             container,
@@ -96,6 +100,22 @@ pub async fn start(
     Executor::connect(Box::pin(incoming), input, HELLO_WITHIN)
         .await
         .map_err(|error| format!("the helper did not come up: {error}"))
+}
+
+/// Whether an earlier session (this process's or another's) left this
+/// build's helper at `path`: the name carries the contents' digest, so a
+/// file of the right size there is the same helper, and a rejoin skips
+/// the upload. (A command could overwrite it; it runs in the sandbox with
+/// the sandbox's rights either way, and the host parses what it says as
+/// untrusted.)
+async fn already_there(docker: &Docker, container: &str, path: &str, size: usize) -> bool {
+    let options = ContainerArchiveInfoOptionsBuilder::default()
+        .path(path)
+        .build();
+    docker
+        .get_container_archive_info(container, Some(options))
+        .await
+        .is_ok_and(|stat| usize::try_from(stat.size).is_ok_and(|found| found == size))
 }
 
 /// Refuses an image of another architecture: a static helper built for
