@@ -73,7 +73,7 @@ async fn measure() -> anyhow::Result<()> {
     // The baseline: one process, the JSONL store.
     let jsonl_home = home(&model, None)?;
     let jsonl = Replica::start(&roder, jsonl_home.path(), &root, None).await?;
-    let baseline = turns(&model, &[jsonl.addr.clone()], false).await?;
+    let baseline = turns(&model, std::slice::from_ref(&jsonl.addr), false).await?;
     report(&baseline, "jsonl, one process", "jsonl_");
     let (alone, crowded) = step_ratio(&model, &jsonl.addr).await?;
     print_ratio("jsonl_", alone, crowded, "jsonl");
