@@ -148,3 +148,50 @@ async fn closing_the_store_ends_its_followers_with_an_error() {
     let ended = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
     assert!(ended.is_err(), "{ended:?}");
 }
+
+#[tokio::test]
+async fn follow_stream_yields_the_log_after_the_cursor_then_live_appends_and_errors_on_a_bad_id() {
+    use futures::StreamExt;
+    let Some((cluster, writer)) = setup().await else {
+        return;
+    };
+    let reader = replica(&cluster).await;
+    writer
+        .append_events("t1", &events("t1", 1..=3))
+        .await
+        .unwrap();
+    let mut stream = reader.follow_stream("t1", 1);
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        got.push(
+            tokio::time::timeout(WAIT, stream.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    writer
+        .append_events("t1", &events("t1", 4..=5))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        got.push(
+            tokio::time::timeout(WAIT, stream.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        seqs(&got),
+        [2, 3, 4, 5],
+        "after the cursor, once each, in order"
+    );
+
+    let mut bad = reader.follow_stream("../etc", 0);
+    let first = tokio::time::timeout(WAIT, bad.next()).await.unwrap();
+    assert!(matches!(first, Some(Err(_))), "a bad id is an error item");
+    assert!(bad.next().await.is_none(), "then the stream ends");
+}
