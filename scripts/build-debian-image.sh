@@ -35,7 +35,7 @@ else
 fi
 CACHE="${RODER_CACHE_DIR:-$default_cache}"
 
-inputs="$( (cat "$0"; printf '%s\n' "$SUITE" "$MIRROR" "$PACKAGES" "$(dpkg --print-architecture 2>/dev/null || uname -m)") | sha256sum | cut -c1-16)"
+inputs="$( (cat scripts/build-debian-image.sh; printf '%s\n' "$SUITE" "$MIRROR" "$PACKAGES" "$(dpkg --print-architecture 2>/dev/null || uname -m)") | sha256sum | cut -c1-16)"
 
 existing="$(docker image inspect --format "{{ index .Config.Labels \"$LABEL_KEY\" }}" "$IMAGE" 2>/dev/null || true)"
 if [ "$existing" = "$inputs" ]; then
@@ -93,6 +93,7 @@ if [ ! -s "$tarball" ]; then
   find "$CACHE" -maxdepth 1 -name "debian-*.tar" ! -name "$(basename "$tarball")" -delete
 fi
 
+old_id="$(docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 echo "== importing $IMAGE"
 docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
@@ -104,5 +105,11 @@ docker import \
   --change "LABEL $LABEL_KEY=\"$inputs\"" \
   --message "roder sandbox: Debian $SUITE minbase + $PACKAGES" \
   "$tarball" "$IMAGE" >/dev/null
+# The replaced image would linger untagged (a few hundred MB); it stays
+# only while a container still uses it.
+new_id="$(docker image inspect --format '{{.Id}}' "$IMAGE")"
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+  docker image rm "$old_id" >/dev/null 2>&1 || true
+fi
 docker image inspect --format '{{.Id}} {{.Size}} bytes' "$IMAGE"
 echo "== built $IMAGE in $((SECONDS - started)) s"
