@@ -19,6 +19,15 @@ use support::{Client, Harness, assert_contiguous, event_type, is_transient_type,
 
 /// Follows a thread by polling the runtime's log every 5 ms.
 fn polling_source(runtime: Arc<Runtime>) -> roder_app_server::SharedFollowSource {
+    polling_source_every(runtime, Duration::from_millis(5))
+}
+
+/// Follows a thread by polling the runtime's log, `pause` after each read
+/// that found nothing new.
+fn polling_source_every(
+    runtime: Arc<Runtime>,
+    pause: Duration,
+) -> roder_app_server::SharedFollowSource {
     Arc::new(move |thread_id: &str, after_seq: u64| -> FollowStream {
         let runtime = runtime.clone();
         let thread_id = thread_id.to_string();
@@ -36,7 +45,7 @@ fn polling_source(runtime: Arc<Runtime>) -> roder_app_server::SharedFollowSource
                         }
                         match runtime.read_thread_events(&thread_id, cursor).await {
                             Ok(page) if !page.events.is_empty() => buffered.extend(page.events),
-                            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                            Ok(_) => tokio::time::sleep(pause).await,
                             Err(error) => return Some((Err(error), (cursor, buffered))),
                         }
                     }
@@ -112,4 +121,76 @@ async fn events_from_the_follow_source_and_the_local_bus_arrive_once_each() {
         (3..=persisted.len() as u64).collect::<Vec<_>>(),
         "no late copy from the source before or among the replay"
     );
+}
+
+/// A second runtime on the same store: another process writing the thread.
+fn other_writer(harness: &Harness, answer: &str) -> Arc<Runtime> {
+    let mut builder = roder_api::extension::ExtensionRegistryBuilder::new();
+    builder.inference_engine(roder_testkit::ScriptedEngine::new(vec![final_round(
+        answer,
+    )]));
+    builder.thread_store_factory(Arc::new(
+        roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory {
+            base_path: harness.store_dir.path().to_path_buf(),
+        },
+    ));
+    let config = roder_core::RuntimeConfig {
+        workspace: Some(harness.workspace_path()),
+        ..roder_core::RuntimeConfig::default()
+    };
+    Arc::new(Runtime::new(builder.build().unwrap(), config).unwrap())
+}
+
+#[tokio::test]
+async fn a_turn_after_another_writers_keeps_the_other_writers_events() {
+    // The follower is slow (1 s between polls) and the local bus fast: this
+    // server's own turn starts right after the other writer's ends, so its
+    // events arrive before the follower brought the other writer's. They
+    // must wait for them, not overtake them (and get them dropped).
+    let harness = Harness::new(vec![final_round("mine")]);
+    let server = bind_ws_following(
+        harness.runtime.clone(),
+        WsServerConfig::default(),
+        Some(polling_source_every(
+            harness.runtime.clone(),
+            Duration::from_secs(1),
+        )),
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.serve());
+    let mut client = Client::ws(addr, None).await.unwrap();
+    client.initialize().await;
+    let started = client
+        .call(
+            "thread/start",
+            json!({"workspace": harness.workspace_path()}),
+        )
+        .await;
+    let thread_id = started["thread"]["threadId"].as_str().unwrap().to_string();
+
+    let other = other_writer(&harness, "theirs");
+    let mut bus = other.subscribe_events();
+    let mut request = roder_core::StartTurnRequest::new(&thread_id, "theirs");
+    request.workspace = harness.workspace_path();
+    other.start_turn(request).await.unwrap();
+    support::wait_on_bus(&mut bus, &thread_id, |event| event.is_terminal()).await;
+    client
+        .call(
+            "turn/start",
+            json!({"threadId": thread_id, "message": "mine"}),
+        )
+        .await;
+
+    let mut notifications = client.events_until(&thread_id, "turn_completed").await;
+    notifications.extend(client.events_until(&thread_id, "turn_completed").await);
+    let persisted: Vec<u64> = notifications
+        .iter()
+        .filter(|n| !is_transient_type(event_type(n)))
+        .map(seq)
+        .collect();
+    assert_contiguous(&persisted);
+    let log = client.read_events(&thread_id, 0, 1000).await;
+    assert_eq!(log.len(), persisted.len(), "both turns, every event");
 }

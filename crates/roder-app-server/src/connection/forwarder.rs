@@ -109,11 +109,11 @@ impl Forwarder {
                     self.drop_subscriptions("the server's event buffer").await
                 }
                 event = self.inbox.events.recv() => match event {
-                    Some(envelope) => self.forward(&envelope).await,
+                    Some(envelope) => self.forward(&envelope, Source::Local).await,
                     None => return,
                 },
                 event = self.followed.recv() => match event {
-                    Some(envelope) => self.forward(&envelope).await,
+                    Some(envelope) => self.forward(&envelope, Source::Store).await,
                     None => return,
                 },
             };
@@ -201,7 +201,7 @@ impl Forwarder {
         }
     }
 
-    async fn forward(&mut self, envelope: &EventEnvelope) -> Result<(), Gone> {
+    async fn forward(&mut self, envelope: &EventEnvelope, source: Source) -> Result<(), Gone> {
         let Some(delivered) = self.delivered.get_mut(&envelope.thread_id) else {
             return Ok(());
         };
@@ -214,7 +214,19 @@ impl Forwarder {
         } else {
             envelope.seq <= *delivered
         };
-        if stale {
+        // With a store follower, the local bus is only a shortcut: it lacks
+        // what other processes wrote (a thread this replica took over has
+        // their events before its own), so a local event that does not
+        // continue what was sent waits for the follower, which has every
+        // event in order. Without one, the local bus is the whole log.
+        let ahead = matches!(source, Source::Local)
+            && self.followers.contains_key(&envelope.thread_id)
+            && if transient {
+                envelope.seq > *delivered
+            } else {
+                envelope.seq > *delivered + 1
+            };
+        if stale || ahead {
             return Ok(());
         }
         match self.outgoing.try_send(notification(envelope)) {
@@ -306,6 +318,15 @@ async fn follow_store(
         }
         tokio::time::sleep(REFOLLOW_BACKOFF).await;
     }
+}
+
+/// Where a live event came from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The router (this process's runtime).
+    Local,
+    /// The thread's follower in the store (any process).
+    Store,
 }
 
 enum SubscribeError {
