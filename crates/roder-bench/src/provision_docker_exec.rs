@@ -13,7 +13,11 @@
 //!   through the runtime, per pair;
 //! * `docker_resume_p50_ms`: the first turn with one `exec_command` in a new
 //!   runtime (a new provider: a new process's view) of a thread whose
-//!   container `on_idle` paused: rejoin, unpause, a new helper, the call.
+//!   container `on_idle` paused: rejoin, unpause, a new helper, the call;
+//! * `docker_copy_in_1000_files_ms`: what a 1,000-file manifest entry adds
+//!   to `create_session` (with the entry − without, interleaved), against
+//!   one raw Engine API archive upload of a tar of the same tree (packed
+//!   beforehand, untimed) into a fresh container of the same image.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -47,6 +51,10 @@ const ENGINE_SAMPLES: usize = 30;
 /// Pause-and-resume rounds.
 const RESUMES: usize = 8;
 const LABEL: &str = "roder-bench";
+/// Samples of the manifest copy-in.
+const COPY_SAMPLES: usize = 8;
+/// Files in the copied tree.
+const COPY_FILES: usize = 1000;
 
 pub async fn run() -> anyhow::Result<()> {
     if !roder_ext_runner_docker::daemon_socket_present() {
@@ -71,6 +79,8 @@ struct Figures {
     engine: Vec<f64>,
     file_rw: Vec<f64>,
     resume: Vec<f64>,
+    copy_in: Vec<f64>,
+    raw_upload: Vec<f64>,
 }
 
 impl Figures {
@@ -80,6 +90,8 @@ impl Figures {
         let engine = median(&mut self.engine);
         let file_rw = median(&mut self.file_rw);
         let resume = median(&mut self.resume);
+        let copy_in = median(&mut self.copy_in);
+        let raw_upload = median(&mut self.raw_upload);
         let ratio = if engine > 0.0 { exec / engine } else { 0.0 };
         print(
             "provision",
@@ -119,6 +131,18 @@ impl Figures {
             resume,
             "ms",
             json!({"what": "the first turn (one exec_command) in a new runtime of a thread whose container on_idle paused", "samples": RESUMES, "target": "under 100 ms"}),
+        );
+        print(
+            "provision",
+            "docker_copy_in_1000_files_ms",
+            copy_in,
+            "ms",
+            json!({
+                "what": "a 1,000-file manifest entry copied into a new container: create_session with it - without it, p50",
+                "raw_archive_upload_p50_ms": (raw_upload * 1000.0).round() / 1000.0,
+                "ratio_to_raw_upload": if raw_upload > 0.0 { ((copy_in / raw_upload) * 1000.0).round() / 1000.0 } else { 0.0 },
+                "samples": COPY_SAMPLES,
+            }),
         );
     }
 }
@@ -289,13 +313,112 @@ async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figu
         resume.push(bench.turn(&thread, exec_true(0)).await?);
     }
     bench.runtime.release_idle_runners().await;
+    drop(bench);
+    let (copy_in, raw_upload) = copy_in(&docker, &config(json!({}))).await?;
     Ok(Figures {
+        copy_in,
+        raw_upload,
         exec,
         plain,
         engine,
         file_rw,
         resume,
     })
+}
+
+/// A tree of [`COPY_FILES`] small files in 20 directories.
+fn tree(root: &Path) -> anyhow::Result<()> {
+    for index in 0..COPY_FILES {
+        let dir = root.join(format!("d{:02}", index % 20));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join(format!("f{index}.txt")),
+            format!("file {index}\n").repeat(8),
+        )?;
+    }
+    Ok(())
+}
+
+/// The copy-in samples and the raw-upload baseline, interleaved.
+async fn copy_in(docker: &Docker, config: &Value) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    use roder_api::remote_runner::{
+        RemoteRunnerProvider, RunnerDestination, RunnerManifest, RunnerManifestEntry,
+    };
+    let host = tempfile::tempdir()?;
+    let source = host.path().join("repo");
+    tree(&source)?;
+    let tar = {
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.append_dir_all("repo", &source)?;
+        builder.into_inner()?
+    };
+    let provider = DockerRunnerProvider::connect()?;
+    let destination = |index: usize, manifest: RunnerManifest| RunnerDestination {
+        id: format!("thread-bench-copy-{index}"),
+        provider_id: roder_ext_runner_docker::PROVIDER_ID.to_string(),
+        config: config.clone(),
+        default_manifest: manifest,
+    };
+    let manifest = RunnerManifest {
+        entries: vec![RunnerManifestEntry {
+            source: source.clone(),
+            target: "repo".into(),
+            writable: true,
+        }],
+        mounts: Vec::new(),
+    };
+    let mut copy_in = Vec::with_capacity(COPY_SAMPLES);
+    let mut raw = Vec::with_capacity(COPY_SAMPLES);
+    for index in 0..COPY_SAMPLES + 1 {
+        let started = Instant::now();
+        let bare = provider
+            .create_session(destination(index, RunnerManifest::default()))
+            .await?;
+        let without = ms(started.elapsed());
+        let container = bare.state().session_id;
+        let started = Instant::now();
+        docker
+            .upload_to_container(
+                &container,
+                Some(
+                    bollard::query_parameters::UploadToContainerOptionsBuilder::default()
+                        .path("/workspace")
+                        .build(),
+                ),
+                bollard::body_full(tar.clone().into()),
+            )
+            .await?;
+        let upload = ms(started.elapsed());
+        bare.close().await?;
+        let started = Instant::now();
+        let with = provider
+            .create_session(destination(index, manifest.clone()))
+            .await?;
+        let with_ms = ms(started.elapsed());
+        let check = with
+            .run_command(roder_api::remote_runner::RunnerCommandRequest {
+                command_id: format!("count-{index}"),
+                program: "sh".to_string(),
+                args: vec!["-c".to_string(), "find repo -type f | wc -l".to_string()],
+                cwd: None,
+                env: Vec::new(),
+                timeout_ms: Some(30_000),
+            })
+            .await?;
+        with.close().await?;
+        if check.stdout.trim() != COPY_FILES.to_string() {
+            bail!(
+                "the copied tree has {} files, not {COPY_FILES}",
+                check.stdout.trim()
+            );
+        }
+        // The first pair warms caches.
+        if index > 0 {
+            copy_in.push((with_ms - without).max(0.0));
+            raw.push(upload);
+        }
+    }
+    Ok((copy_in, raw))
 }
 
 /// One raw Engine API exec of `true`, as the runner's plain path makes it.

@@ -34,6 +34,11 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
     let follow = crate::config::store::follow_source(settings)?;
     let turns = TurnTracker::start(&wired.runtime);
+    let idle_release = (args.idle_timeout > 0).then(|| {
+        wired
+            .runtime
+            .spawn_idle_release(std::time::Duration::from_secs(args.idle_timeout))
+    });
     let stop = {
         let runtime = wired.runtime.clone();
         async move {
@@ -91,6 +96,9 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
             server.serve_with_shutdown(stop).await
         }
     };
+    if let Some(idle_release) = idle_release {
+        idle_release.abort();
+    }
     wired.shutdown().await;
     outcome.map(|()| ExitCode::SUCCESS)
 }

@@ -102,6 +102,11 @@ pub struct AppServerArgs {
     /// postgres:// URL shared by replicas.
     #[arg(long)]
     pub store: Option<String>,
+    /// Seconds a thread may go without an event before its sandbox is
+    /// released by its destination's `on_idle` (paused by default; its next
+    /// turn resumes it). 0 never releases one before the server stops.
+    #[arg(long, default_value_t = 600)]
+    pub idle_timeout: u64,
 }
 
 #[derive(Debug, Args)]

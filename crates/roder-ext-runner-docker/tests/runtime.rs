@@ -743,3 +743,74 @@ async fn an_idle_sandbox_is_paused_and_the_threads_next_turn_wakes_it_from_a_new
     assert!(is_paused(&provider, &container).await);
     assert!(!is_paused(&provider, &kept_container).await);
 }
+
+#[tokio::test]
+async fn a_long_lived_process_pauses_a_quiet_threads_sandbox_and_its_next_turn_resumes_it() {
+    let Some(provider) = provider("a_long_lived_process_pauses_a_quiet_threads_sandbox").await
+    else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let host = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let engine = ScriptedEngine::new(vec![
+        tool_round(&[("w", "exec_command", r#"{"cmd": "echo one > n.txt"}"#)]),
+        final_round("done"),
+    ]);
+    let runtime = runtime(
+        std::slice::from_ref(&engine),
+        store.path(),
+        host.path(),
+        Arc::new(DockerRunnerProvider::connect().unwrap()),
+    );
+    let watcher = runtime.spawn_idle_release(Duration::from_millis(300));
+    let mut events = runtime.subscribe_events();
+    let thread = docker_thread(&runtime, host.path(), label.config(json!({})), None).await;
+    runtime
+        .start_turn(StartTurnRequest::new(&thread, "write"))
+        .await
+        .unwrap();
+    assert_completed(&until_turn_ends(&mut events, &thread).await);
+    let container = runner_state(&runtime, &thread).await.session_id;
+    // The metadata is written after the pause, so once it says paused, the
+    // container is.
+    eventually(
+        Duration::from_secs(20),
+        "the quiet thread's sandbox is released",
+        || {
+            let runtime = &runtime;
+            let thread = thread.clone();
+            async move {
+                runtime
+                    .thread_metadata(&thread)
+                    .await
+                    .unwrap()
+                    .runner_idle_paused
+            }
+        },
+    )
+    .await;
+    assert!(is_paused(&provider, &container).await);
+
+    // The same process's next turn resumes the same container.
+    engine.push_round(tool_round(&[(
+        "r",
+        "exec_command",
+        r#"{"cmd": "cat n.txt"}"#,
+    )]));
+    engine.push_round(final_round("done"));
+    runtime
+        .start_turn(StartTurnRequest::new(&thread, "read"))
+        .await
+        .unwrap();
+    let turn = until_turn_ends(&mut events, &thread).await;
+    assert_completed(&turn);
+    let outputs = tool_outputs(&turn);
+    assert!(
+        outputs[0].1.contains("one") && !outputs[0].2,
+        "{outputs:#?}"
+    );
+    assert_eq!(runner_state(&runtime, &thread).await.session_id, container);
+    assert_eq!(label.containers().await, vec![container]);
+    watcher.abort();
+}

@@ -45,6 +45,23 @@ impl Runtime {
         released
     }
 
+    /// Applies `thread_id`'s `on_idle` to its live session and forgets the
+    /// session, as [`Runtime::release_idle_runners`] does for every thread:
+    /// what a long-lived server calls for one thread nobody has used for a
+    /// while ([`Runtime::spawn_idle_release`]). Refused while the thread
+    /// runs a turn, and when it has no live session.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) -> anyhow::Result<()> {
+    /// let released = runtime.release_idle_runner("thread-1").await?;
+    /// println!("paused: {}", released.paused.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release_idle_runner(&self, thread_id: &str) -> anyhow::Result<IdleRelease> {
+        self.release_idle(thread_id).await
+    }
+
     async fn release_idle(&self, thread_id: &str) -> anyhow::Result<IdleRelease> {
         let (thread, destination, provider) = self.thread_destination(thread_id).await?;
         if thread.active_turn().is_some() {

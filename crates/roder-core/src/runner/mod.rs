@@ -8,11 +8,13 @@
 //! * [`deadline`]: what is left of a turn's deadline.
 //! * [`lifecycle`]: pause, resume, detach, rejoin.
 //! * [`idle`]: what becomes of sessions nothing uses any more (`on_idle`).
+//! * [`idle_timer`]: the same for one thread after a quiet period.
 
 pub(crate) mod binding;
 pub(crate) mod deadline;
 pub(crate) mod execution_lock;
 pub(crate) mod idle;
+pub(crate) mod idle_timer;
 pub(crate) mod lease;
 pub(crate) mod lifecycle;
 pub(crate) mod provision;
