@@ -373,6 +373,57 @@ pub trait RemoteRunnerProvider: Send + Sync + 'static {
     }
 }
 
+/// An interactive process to start in a sandbox
+/// ([`RemoteRunnerSession::spawn_process`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunnerProcessRequest {
+    pub program: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Relative to the session's workspace, or absolute; `None` is the
+    /// workspace.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+}
+
+/// What a running [`RunnerProcess`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunnerProcessEvent {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// It ended: its exit code, or `None` when it was killed.
+    Exited {
+        exit_code: Option<i32>,
+    },
+}
+
+/**
+ * A process running in a sandbox with its stdin open. Dropping it kills
+ * the process and everything it started.
+ *
+ * ```
+ * use roder_api::remote_runner::{RunnerProcess, RunnerProcessEvent};
+ * async fn ask(process: &mut dyn RunnerProcess) -> anyhow::Result<Vec<u8>> {
+ *     process.write_stdin(b"ping\n")?;
+ *     match process.next_event().await? {
+ *         RunnerProcessEvent::Stdout(reply) => Ok(reply),
+ *         other => anyhow::bail!("unexpected {other:?}"),
+ *     }
+ * }
+ * ```
+ */
+#[async_trait::async_trait]
+pub trait RunnerProcess: Send {
+    /// Queues bytes for the process's stdin (never blocks).
+    fn write_stdin(&self, data: &[u8]) -> anyhow::Result<()>;
+    /// Closes the process's stdin.
+    fn close_stdin(&self) -> anyhow::Result<()>;
+    /// The next output chunk, or the end (again, once it ended).
+    async fn next_event(&mut self) -> anyhow::Result<RunnerProcessEvent>;
+}
+
 #[async_trait::async_trait]
 pub trait RemoteRunnerSession: Send + Sync + 'static {
     fn state(&self) -> RunnerSessionState;
@@ -439,6 +490,16 @@ pub trait RemoteRunnerSession: Send + Sync + 'static {
     async fn write_file(&self, request: RunnerFileWriteRequest) -> anyhow::Result<()>;
 
     async fn expose_port(&self, request: RunnerPortRequest) -> anyhow::Result<RunnerPortResult>;
+
+    /// Starts an interactive process in the sandbox (an MCP server placed in
+    /// the runner): its stdin stays open and its output streams. Dropping
+    /// the returned process kills it and everything it started.
+    async fn spawn_process(
+        &self,
+        _request: RunnerProcessRequest,
+    ) -> anyhow::Result<Box<dyn RunnerProcess>> {
+        anyhow::bail!("interactive runner processes are not supported by this provider")
+    }
 
     async fn export_artifact(
         &self,

@@ -10,8 +10,8 @@ use bollard::Docker;
 use roder_api::remote_runner::{
     RemoteRunnerSession, RunnerArtifactExportRequest, RunnerArtifactExportResult, RunnerCommandId,
     RunnerCommandRequest, RunnerCommandResult, RunnerFileReadRequest, RunnerFileReadResult,
-    RunnerFileWriteRequest, RunnerPortRequest, RunnerPortResult, RunnerSessionState,
-    RunnerSnapshotRef,
+    RunnerFileWriteRequest, RunnerPortRequest, RunnerPortResult, RunnerProcess,
+    RunnerProcessRequest, RunnerSessionState, RunnerSnapshotRef,
 };
 use serde_json::json;
 
@@ -317,6 +317,41 @@ impl RemoteRunnerSession for DockerSession {
                 .await
             }
         }
+    }
+
+    /// Starts an interactive process through the sandbox executor; a
+    /// session on the plain path (no helper) cannot, and says why.
+    async fn spawn_process(
+        &self,
+        request: RunnerProcessRequest,
+    ) -> anyhow::Result<Box<dyn RunnerProcess>> {
+        if request.program.is_empty() {
+            bail!("an interactive process needs a program");
+        }
+        let cwd = match &request.cwd {
+            Some(cwd) => self.resolve(cwd)?,
+            None => self.workdir.clone(),
+        };
+        let env = request
+            .env
+            .iter()
+            .filter(|(name, _)| !is_credential(name))
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        let docker = self.docker().await?;
+        let Some(helper) = self.executor(docker).await? else {
+            let reason = self
+                .executor
+                .fallback_reason()
+                .await
+                .unwrap_or_else(|| "the sandbox executor is not running".to_string());
+            bail!(
+                "interactive processes in a docker sandbox need the sandbox executor, which is not available here: {reason}"
+            );
+        };
+        let mut argv = vec![request.program];
+        argv.extend(request.args);
+        Ok(Box::new(executor::spawn_process(&helper, argv, cwd, env)?))
     }
 
     /// Writes the path's tar (or its patch against the manifest entry it

@@ -206,3 +206,89 @@ async fn an_image_of_another_architecture_falls_back_to_plain_execs() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn an_interactive_process_talks_over_the_helper_and_dies_with_its_handle() {
+    use roder_api::remote_runner::{RunnerProcessEvent, RunnerProcessRequest};
+    let Some(provider) = provider("an_interactive_process_talks_over_the_helper").await else {
+        return;
+    };
+    let label = TestLabel::new(&provider).await;
+    let session = session(&provider, "thread-t-process", label.config(json!({}))).await;
+    let request = |program: &str, args: &[&str]| RunnerProcessRequest {
+        program: program.to_string(),
+        args: args.iter().map(|arg| arg.to_string()).collect(),
+        cwd: None,
+        env: vec![("GREETING".to_string(), "hi".to_string())],
+    };
+    let mut echo = session
+        .spawn_process(request("sh", &["-c", "echo $GREETING; cat"]))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    echo.write_stdin(b"ping\n").unwrap();
+    while seen != b"hi\nping\n" {
+        match echo.next_event().await.unwrap() {
+            RunnerProcessEvent::Stdout(data) => seen.extend(data),
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    echo.close_stdin().unwrap();
+    loop {
+        if let RunnerProcessEvent::Exited { exit_code } = echo.next_event().await.unwrap() {
+            assert_eq!(exit_code, Some(0));
+            break;
+        }
+    }
+
+    let sleeper = session
+        .spawn_process(request(
+            "sh",
+            &["-c", "echo $$ > /tmp/sleeper.pid; exec sleep 300"],
+        ))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "the sleeper started", || async {
+        run(session.as_ref(), "cat /tmp/sleeper.pid")
+            .await
+            .exit_code
+            == Some(0)
+    })
+    .await;
+    drop(sleeper);
+    eventually(
+        Duration::from_secs(10),
+        "the dropped process is killed",
+        || async {
+            run(
+                session.as_ref(),
+                "kill -0 $(cat /tmp/sleeper.pid) 2>/dev/null",
+            )
+            .await
+            .exit_code
+                != Some(0)
+        },
+    )
+    .await;
+
+    let off = session_with_executor_off(&provider, &label).await;
+    let error = off.spawn_process(request("cat", &[])).await.err().unwrap();
+    assert!(
+        format!("{error:#}").contains("sandbox executor"),
+        "{error:#}"
+    );
+    off.close().await.unwrap();
+    session.close().await.unwrap();
+}
+
+async fn session_with_executor_off(
+    provider: &roder_ext_runner_docker::DockerRunnerProvider,
+    label: &TestLabel,
+) -> std::sync::Arc<dyn RemoteRunnerSession> {
+    session(
+        provider,
+        "thread-t-process-off",
+        label.config(json!({"executor": "off"})),
+    )
+    .await
+}

@@ -6,9 +6,11 @@
 
 mod binary;
 mod calls;
+mod process;
 mod start;
 
 pub use calls::{read_file, run_command, write_file};
+pub use process::spawn as spawn_process;
 
 use bollard::Docker;
 use roder_executor::client::Executor;
