@@ -10,6 +10,7 @@
 //! already sent, so an event arrives once whichever source brings it first.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use futures::stream::BoxStream;
 use roder_api::events::EventEnvelope;
@@ -20,10 +21,23 @@ use roder_api::events::EventEnvelope;
 /// last seq it received.
 pub type FollowStream = BoxStream<'static, anyhow::Result<EventEnvelope>>;
 
+/// The last seq of a thread a connection has sent, every one before it
+/// included; it only grows, as events arrive from either source.
+pub type SentCursor = Arc<AtomicU64>;
+
 /// Where a connection follows threads written by other processes.
 pub trait ThreadFollowSource: Send + Sync + 'static {
     /// Follows `thread_id` from `after_seq` (exclusive).
     fn follow(&self, thread_id: &str, after_seq: u64) -> FollowStream;
+
+    /// [`follow`](Self::follow), told what the connection already sent
+    /// (`sent`, which the local bus moves on for a thread this process
+    /// writes), so a source may skip those events and the reads for them.
+    /// The default ignores it.
+    fn follow_after_sent(&self, thread_id: &str, after_seq: u64, sent: SentCursor) -> FollowStream {
+        let _ = sent;
+        self.follow(thread_id, after_seq)
+    }
 }
 
 impl<F> ThreadFollowSource for F

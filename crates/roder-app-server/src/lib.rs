@@ -44,7 +44,7 @@ mod ws;
 
 pub use connection::ConnectionLimits;
 pub use error::codes;
-pub use follow::{FollowStream, SharedFollowSource, ThreadFollowSource};
+pub use follow::{FollowStream, SentCursor, SharedFollowSource, ThreadFollowSource};
 pub use handlers::session::PROTOCOL_VERSION;
 pub use methods::METHODS;
 pub use schema::{protocol_schema, protocol_schema_json};

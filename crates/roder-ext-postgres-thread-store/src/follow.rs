@@ -13,6 +13,7 @@
 //! once the listener is back (LISTEN is re-issued before that).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -36,7 +37,17 @@ const PAGE_BYTES: usize = 8 * 1024 * 1024;
 /// Wait before listening again after the listener failed.
 const RELISTEN_BACKOFF: Duration = Duration::from_millis(500);
 
-type Routes = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
+type Routes = Arc<Mutex<HashMap<String, watch::Sender<WakeUp>>>>;
+
+/// What a follower is woken with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WakeUp {
+    /// The greatest `last_seq` notified for the thread.
+    notified_seq: u64,
+    /// Moves when everyone must re-read whatever was notified (the listener
+    /// was lost, or a payload did not parse).
+    rereads: u64,
+}
 
 /// A replica's one listener and its routes; started by the first follower.
 pub(crate) struct Follower {
@@ -59,7 +70,7 @@ impl Follower {
 
     /// The wake-up of `thread_id`; the listener is listening when this
     /// returns, so a read of the log after it misses nothing.
-    async fn subscribe(&self, thread_id: &str) -> anyhow::Result<watch::Receiver<u64>> {
+    async fn subscribe(&self, thread_id: &str) -> anyhow::Result<watch::Receiver<WakeUp>> {
         let mut hub = self.hub.lock().await;
         if hub.as_ref().is_none_or(|hub| hub.task.is_finished()) {
             let mut listener = PgListener::connect_with(&self.pool)
@@ -80,7 +91,7 @@ impl Follower {
         routes.retain(|_, sender| sender.receiver_count() > 0);
         let sender = routes
             .entry(thread_id.to_string())
-            .or_insert_with(|| watch::channel(0).0);
+            .or_insert_with(|| watch::channel(WakeUp::default()).0);
         Ok(sender.subscribe())
     }
 }
@@ -111,13 +122,17 @@ async fn route(mut listener: PgListener, routes: &Routes, pool: &PgPool) {
         }
         match listener.try_recv().await {
             Ok(Some(notification)) => {
-                let thread = notification
-                    .payload()
-                    .rsplit_once(' ')
-                    .map_or(notification.payload(), |(thread, _)| thread);
+                let payload = notification.payload();
+                let (thread, seq) = match payload.rsplit_once(' ') {
+                    Some((thread, seq)) => (thread, seq.parse::<u64>().ok()),
+                    None => (payload, None),
+                };
                 let routes = routes.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(sender) = routes.get(thread) {
-                    sender.send_modify(|wakes| *wakes = wakes.wrapping_add(1));
+                    sender.send_modify(|wake| match seq {
+                        Some(seq) => wake.notified_seq = wake.notified_seq.max(seq),
+                        None => wake.rereads = wake.rereads.wrapping_add(1),
+                    });
                 }
             }
             // The connection was lost and is back, LISTENing again: what
@@ -147,7 +162,7 @@ fn wake_all(routes: &Routes) {
         .unwrap_or_else(PoisonError::into_inner)
         .values()
     {
-        sender.send_modify(|wakes| *wakes = wakes.wrapping_add(1));
+        sender.send_modify(|wake| wake.rereads = wake.rereads.wrapping_add(1));
     }
 }
 
@@ -157,7 +172,14 @@ pub struct ThreadFollower {
     store: PostgresThreadStore,
     thread_id: String,
     cursor: u64,
-    pub(crate) wake: watch::Receiver<u64>,
+    pub(crate) wake: watch::Receiver<WakeUp>,
+    /// `wake.rereads` when last looked at.
+    rereads: u64,
+    /// Whether the log may hold events after the cursor not read yet.
+    must_read: bool,
+    /// What the consumer already has from elsewhere (see
+    /// [`PostgresThreadStore::follow_after_sent`]).
+    sent: Option<Arc<AtomicU64>>,
     buffered: VecDeque<EventEnvelope>,
 }
 
@@ -174,16 +196,33 @@ impl PostgresThreadStore {
     /// Follows `thread_id` from `after_seq` (0: from its start). A client
     /// that reconnects passes the last seq it saw and gets the rest, once.
     pub async fn follow(&self, thread_id: &str, after_seq: u64) -> anyhow::Result<ThreadFollower> {
+        self.follow_after_sent(thread_id, after_seq, None).await
+    }
+
+    /// [`follow`](Self::follow) for a consumer that also gets some events
+    /// from elsewhere (the app server's own bus, for a thread its replica
+    /// writes): `sent` is the last seq it already has, every one before it
+    /// included, and only grows. The follower then skips the events at or
+    /// below it and does not read the log for a notification it covers.
+    pub async fn follow_after_sent(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        sent: Option<Arc<AtomicU64>>,
+    ) -> anyhow::Result<ThreadFollower> {
         thread_id::validate(thread_id)?;
         self.ready().await?;
         let mut wake = self.follower.subscribe(thread_id).await?;
         // The first read below is a replay: mark the current wake-ups seen.
-        wake.borrow_and_update();
+        let rereads = wake.borrow_and_update().rereads;
         Ok(ThreadFollower {
             store: self.clone(),
             thread_id: thread_id.to_string(),
             cursor: after_seq,
             wake,
+            rereads,
+            must_read: true,
+            sent,
             buffered: VecDeque::new(),
         })
     }
@@ -199,9 +238,19 @@ impl PostgresThreadStore {
         thread_id: &str,
         after_seq: u64,
     ) -> futures::stream::BoxStream<'static, anyhow::Result<EventEnvelope>> {
+        self.follow_stream_after_sent(thread_id, after_seq, None)
+    }
+
+    /// [`follow_after_sent`](Self::follow_after_sent) as a stream.
+    pub fn follow_stream_after_sent(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        sent: Option<Arc<AtomicU64>>,
+    ) -> futures::stream::BoxStream<'static, anyhow::Result<EventEnvelope>> {
         let store = self.clone();
         let thread_id = thread_id.to_string();
-        let follower = async move { store.follow(&thread_id, after_seq).await };
+        let follower = async move { store.follow_after_sent(&thread_id, after_seq, sent).await };
         Box::pin(futures::stream::unfold(
             Some(FollowState::Starting(Box::pin(follower))),
             |state| async move {
@@ -235,27 +284,44 @@ impl ThreadFollower {
     /// The next event after the cursor; waits for one to be appended.
     pub async fn next(&mut self) -> anyhow::Result<EventEnvelope> {
         loop {
+            let sent = self.sent_seq();
+            if sent > self.cursor {
+                self.cursor = sent;
+                self.buffered.retain(|envelope| envelope.seq > sent);
+            }
             if let Some(envelope) = self.buffered.pop_front() {
                 self.cursor = envelope.seq;
                 return Ok(envelope);
             }
-            let page = self
-                .store
-                .load_events_page(&self.thread_id, self.cursor, PAGE_ITEMS, PAGE_BYTES)
-                .await?;
-            if !page.events.is_empty() {
-                self.buffered.extend(page.events);
-                continue;
+            if self.must_read {
+                let page = self
+                    .store
+                    .load_events_page(&self.thread_id, self.cursor, PAGE_ITEMS, PAGE_BYTES)
+                    .await?;
+                // Wake-ups were marked seen before this read, so a later
+                // append wakes the wait below; only a cut page needs more.
+                self.must_read = page.more;
+                if !page.events.is_empty() {
+                    self.buffered.extend(page.events);
+                    continue;
+                }
             }
-            // Wake-ups after the read above are still unseen, so none is
-            // missed between the read and this wait.
             self.wake.changed().await.with_context(|| {
                 format!(
                     "stopped following thread \"{}\": the store's listener is gone",
                     self.thread_id
                 )
             })?;
-            self.wake.borrow_and_update();
+            let wake = *self.wake.borrow_and_update();
+            self.must_read = wake.rereads != self.rereads
+                || wake.notified_seq > self.cursor.max(self.sent_seq());
+            self.rereads = wake.rereads;
         }
+    }
+
+    fn sent_seq(&self) -> u64 {
+        self.sent
+            .as_ref()
+            .map_or(0, |sent| sent.load(Ordering::Acquire))
     }
 }

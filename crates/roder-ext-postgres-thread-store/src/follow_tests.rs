@@ -195,3 +195,46 @@ async fn follow_stream_yields_the_log_after_the_cursor_then_live_appends_and_err
     assert!(matches!(first, Some(Err(_))), "a bad id is an error item");
     assert!(bad.next().await.is_none(), "then the stream ends");
 }
+
+#[tokio::test]
+async fn a_follower_told_what_was_sent_skips_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let Some((cluster, writer)) = setup().await else {
+        return;
+    };
+    let reader = replica(&cluster).await;
+    writer
+        .append_events("t1", &events("t1", 1..=3))
+        .await
+        .unwrap();
+    let sent = Arc::new(AtomicU64::new(2));
+    let mut follower = reader
+        .follow_after_sent("t1", 0, Some(sent.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        seqs(&next_n(&mut follower, 1).await),
+        [3],
+        "1 and 2 were sent"
+    );
+    // The consumer got 4 and 5 from elsewhere meanwhile.
+    sent.store(5, Ordering::Release);
+    writer
+        .append_events("t1", &events("t1", 4..=6))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&next_n(&mut follower, 1).await), [6]);
+    assert_eq!(follower.cursor(), 6);
+    // A notification it already covers wakes it without a result.
+    writer
+        .append_events("t1", &events("t1", 7..=7))
+        .await
+        .unwrap();
+    sent.store(7, Ordering::Release);
+    writer
+        .append_events("t1", &events("t1", 8..=8))
+        .await
+        .unwrap();
+    assert_eq!(seqs(&next_n(&mut follower, 1).await), [8]);
+}

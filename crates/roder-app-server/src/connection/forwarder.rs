@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -32,7 +33,7 @@ use tokio::task::AbortHandle;
 use super::fanout::{Fanout, Inbox};
 use crate::convert;
 use crate::error::{RpcError, codes};
-use crate::follow::SharedFollowSource;
+use crate::follow::{SentCursor, SharedFollowSource};
 use crate::protocol::{LaggedData, ServerMessage, THREAD_EVENT, ThreadCursor};
 
 /// Events a connection's store followers may hold before they wait for the
@@ -70,6 +71,8 @@ pub(crate) struct Forwarder {
     delivered: BTreeMap<String, u64>,
     /// The store followers of subscribed threads (with a follow source).
     followers: HashMap<String, AbortHandle>,
+    /// `delivered` of the followed threads, shared with their followers.
+    sent: HashMap<String, SentCursor>,
     followed_tx: mpsc::Sender<EventEnvelope>,
     followed: mpsc::Receiver<EventEnvelope>,
 }
@@ -91,6 +94,7 @@ impl Forwarder {
             outgoing,
             delivered: BTreeMap::new(),
             followers: HashMap::new(),
+            sent: HashMap::new(),
             followed_tx,
             followed,
         }
@@ -181,10 +185,13 @@ impl Forwarder {
             last = envelope.seq;
         }
         if let Some(source) = self.fanout.follow_source() {
+            let sent = Arc::new(AtomicU64::new(last));
+            self.sent.insert(thread_id.clone(), sent.clone());
             let follower = tokio::spawn(follow_store(
                 source.clone(),
                 thread_id.clone(),
                 last,
+                sent,
                 self.followed_tx.clone(),
             ));
             self.followers
@@ -196,6 +203,7 @@ impl Forwarder {
 
     fn stop_following(&mut self, thread_id: &str) {
         self.fanout.remove(thread_id, self.inbox.id);
+        self.sent.remove(thread_id);
         if let Some(follower) = self.followers.remove(thread_id) {
             follower.abort();
         }
@@ -233,6 +241,9 @@ impl Forwarder {
             Ok(()) => {
                 if !transient {
                     *delivered = envelope.seq;
+                    if let Some(sent) = self.sent.get(&envelope.thread_id) {
+                        sent.store(envelope.seq, Ordering::Release);
+                    }
                 }
                 Ok(())
             }
@@ -294,10 +305,11 @@ async fn follow_store(
     source: SharedFollowSource,
     thread_id: String,
     mut cursor: u64,
+    sent: SentCursor,
     sender: mpsc::Sender<EventEnvelope>,
 ) {
     loop {
-        let mut stream = source.follow(&thread_id, cursor);
+        let mut stream = source.follow_after_sent(&thread_id, cursor, sent.clone());
         while let Some(item) = stream.next().await {
             match item {
                 Ok(envelope) if envelope.seq <= cursor => {}

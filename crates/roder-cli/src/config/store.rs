@@ -96,13 +96,29 @@ pub fn follow_source(
 ) -> anyhow::Result<Option<roder_app_server::SharedFollowSource>> {
     Ok(match &settings.store {
         StoreChoice::Jsonl => None,
-        StoreChoice::Postgres { url } => {
-            let store = PostgresThreadStore::connect_lazy(url, Default::default())?;
-            Some(Arc::new(move |thread_id: &str, after_seq: u64| {
-                store.follow_stream(thread_id, after_seq)
-            }))
-        }
+        StoreChoice::Postgres { url } => Some(Arc::new(PostgresFollow(
+            PostgresThreadStore::connect_lazy(url, Default::default())?,
+        ))),
     })
+}
+
+/// The Postgres store as the app server's follow source.
+struct PostgresFollow(PostgresThreadStore);
+
+impl roder_app_server::ThreadFollowSource for PostgresFollow {
+    fn follow(&self, thread_id: &str, after_seq: u64) -> roder_app_server::FollowStream {
+        self.0.follow_stream(thread_id, after_seq)
+    }
+
+    fn follow_after_sent(
+        &self,
+        thread_id: &str,
+        after_seq: u64,
+        sent: roder_app_server::SentCursor,
+    ) -> roder_app_server::FollowStream {
+        self.0
+            .follow_stream_after_sent(thread_id, after_seq, Some(sent))
+    }
 }
 
 /// Commands that read the JSONL files directly refuse a Postgres store
