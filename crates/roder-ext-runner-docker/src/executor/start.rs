@@ -29,7 +29,6 @@ pub async fn start(
     rules: &WriteRules,
 ) -> Result<Executor, String> {
     let bytes = binary::embedded()?;
-    check_architecture(docker, container).await?;
     let base = match &rules.writable {
         None => "/",
         Some(writable) if writable.iter().any(|root| root == TMP_DIR) => TMP_DIR,
@@ -44,7 +43,9 @@ pub async fn start(
         base.trim_end_matches('/'),
         digest_of(bytes)
     );
+    // A helper already there was put there after the same check.
     if !already_there(docker, container, &path, bytes.len()).await {
+        check_architecture(docker, container).await?;
         let tar = one_file_tar(base, &path, 0, bytes, 0o755, None)
             .map_err(|error| format!("cannot pack the helper: {error:#}"))?;
         let options = UploadToContainerOptionsBuilder::default()
