@@ -2,7 +2,7 @@
 //! started again on the next call after it died.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
@@ -13,10 +13,11 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use roder_api::remote_runner::RemoteRunnerSession;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::config::{McpServerConfig, McpTransport, Placement};
-use crate::stdio;
+use crate::{runner_process, stdio};
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
@@ -86,6 +87,9 @@ pub struct McpConnection {
     /// Where a stdio server starts unless it names its own directory.
     cwd: PathBuf,
     slot: tokio::sync::Mutex<Slot>,
+    /// `placement = "runner"`: the runner session the server runs in. Weak,
+    /// so a connection never keeps a thread's sandbox alive.
+    session: Option<Weak<dyn RemoteRunnerSession>>,
 }
 
 impl McpConnection {
@@ -95,7 +99,34 @@ impl McpConnection {
             config,
             cwd,
             slot: tokio::sync::Mutex::new(Slot::Down { starts: 0 }),
+            session: None,
         }
+    }
+
+    /// A connection to a `placement = "runner"` server that starts (on its
+    /// first use, and again after it died) inside `session`.
+    pub fn in_runner(config: McpServerConfig, session: &Arc<dyn RemoteRunnerSession>) -> Self {
+        Self {
+            config,
+            cwd: PathBuf::new(),
+            slot: tokio::sync::Mutex::new(Slot::Down { starts: 0 }),
+            session: Some(Arc::downgrade(session)),
+        }
+    }
+
+    /// Whether this connection runs in `session` (and that session lives).
+    pub fn runs_in(&self, session: &Arc<dyn RemoteRunnerSession>) -> bool {
+        self.session
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .is_some_and(|own| Arc::ptr_eq(&own, session))
+    }
+
+    /// Whether its runner session is gone (always false on the host).
+    pub fn session_gone(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|session| session.strong_count() == 0)
     }
 
     pub fn config(&self) -> &McpServerConfig {
@@ -228,9 +259,7 @@ impl McpConnection {
     async fn connect(&self, generation: u64) -> anyhow::Result<Live> {
         let name = &self.config.name;
         if self.config.placement == Placement::Runner {
-            anyhow::bail!(
-                "MCP server \"{name}\": placement = \"runner\" is not supported yet (use placement = \"host\")"
-            );
+            return self.connect_in_runner(generation).await;
         }
         let timeout = self.config.startup_timeout;
         let handshake = client_config();
@@ -310,6 +339,63 @@ impl McpConnection {
                 })
             }
         }
+    }
+}
+
+impl McpConnection {
+    /// Starts the server in its runner session and initializes it over the
+    /// session's process stream.
+    async fn connect_in_runner(&self, generation: u64) -> anyhow::Result<Live> {
+        let name = &self.config.name;
+        let McpTransport::Stdio(server) = &self.config.transport else {
+            anyhow::bail!(
+                "MCP server \"{name}\": placement = \"runner\" needs a command (a url is reached from the host)"
+            );
+        };
+        let Some(session) = self.session.as_ref().and_then(Weak::upgrade) else {
+            anyhow::bail!(
+                "MCP server \"{name}\" runs in the thread's runner (placement = \"runner\"), and this thread's runner session is gone"
+            );
+        };
+        let timeout = self.config.startup_timeout;
+        let child = tokio::time::timeout(timeout, runner_process::spawn(name, server, session))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "MCP server \"{name}\" (`{}`) could not be started in the runner within {} s",
+                    server.command,
+                    timeout.as_secs_f64()
+                )
+            })??;
+        let tail = child.stderr_tail.clone();
+        let started =
+            tokio::time::timeout(timeout, client_config().serve((child.reader, child.writer)))
+                .await;
+        let client = match started {
+            Ok(Ok(client)) => client,
+            Err(_) => {
+                tracing::warn!(server = %name, "MCP server in the runner did not initialize; its last stderr lines:\n{}", tail.text());
+                anyhow::bail!(
+                    "MCP server \"{name}\" (`{}`) failed to start in the runner: no answer to initialize within {} s (its stderr is in Roder's log)",
+                    server.command,
+                    timeout.as_secs_f64()
+                );
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(server = %name, "MCP server in the runner failed to start: {error}; its last stderr lines:\n{}", tail.text());
+                anyhow::bail!(
+                    "MCP server \"{name}\" (`{}`) failed to start in the runner: {error} (its stderr is in Roder's log)",
+                    server.command
+                );
+            }
+        };
+        Ok(Live {
+            client,
+            exited: Some(child.exited),
+            _process: Some(child.guard),
+            pid: None,
+            generation,
+        })
     }
 }
 

@@ -25,6 +25,8 @@ pub mod config;
 pub mod connection;
 pub mod names;
 pub mod result;
+mod runner_process;
+pub mod runner_server;
 pub mod source;
 mod stdio;
 pub mod tool;
@@ -35,6 +37,7 @@ pub use config::{
     Placement, StdioServer, ToolFilter,
 };
 pub use connection::McpConnection;
+pub use runner_server::RunnerServer;
 pub use source::{McpToolSource, ServerStatus};
 pub use stdio::BASE_ENV;
 pub use tool::McpTool;

@@ -9,6 +9,7 @@ use roder_api::tools::{ToolContributor, ToolRegistry, ToolSpec};
 use crate::config::{McpServerConfig, Placement};
 use crate::connection::McpConnection;
 use crate::names::{NameAllocator, valid_server_name};
+use crate::runner_server::RunnerServer;
 use crate::tool::McpTool;
 use crate::tool_cache::{self, CachedTool};
 
@@ -24,6 +25,10 @@ pub enum ServerStatus {
     /// `enabled_tools` are still offered, and a call to one starts the
     /// server again or answers this error.
     Failed { error: String, tools: usize },
+    /// `placement = "runner"`: not started now; each thread's first call
+    /// starts it in that thread's runner session. This many tools are
+    /// offered (its cached list, else its `enabled_tools`).
+    InRunner { tools: usize },
 }
 
 /// Every configured server's tools. Build it with [`McpToolSource::start`]
@@ -63,11 +68,15 @@ impl McpToolSource {
             .into_iter()
             .map(|server| Arc::new(McpConnection::new(server, cwd.to_path_buf())))
             .collect();
-        let listings = futures::future::join_all(
-            connections
-                .iter()
-                .map(|connection| async move { connection.list_tools().await }),
-        )
+        // A runner-placed server is not started here: it runs per thread,
+        // in the thread's runner session, from the first call of its tools.
+        let listings = futures::future::join_all(connections.iter().map(|connection| async move {
+            if connection.config().placement == Placement::Runner {
+                None
+            } else {
+                Some(connection.list_tools().await)
+            }
+        }))
         .await;
 
         let mut names = NameAllocator::default();
@@ -80,7 +89,26 @@ impl McpToolSource {
             let config = connection.config().clone();
             let before = tools.len();
             let status = match listing {
-                Ok(listed) => {
+                None => {
+                    let cached = match cache_dir {
+                        Some(dir) => tool_cache::load(dir, &config).await,
+                        None => None,
+                    };
+                    let server = Arc::new(RunnerServer::new(
+                        config.clone(),
+                        cache_dir.map(Path::to_path_buf),
+                    ));
+                    runner_tools(&server, cached, &mut names, &mut tools);
+                    let offered = tools.len() - before;
+                    if offered == 0 {
+                        tracing::warn!(
+                            server = %config.name,
+                            "MCP server placed in the runner offers no tools: name them in its enabled_tools (its tool list can only be read inside a sandbox)"
+                        );
+                    }
+                    ServerStatus::InRunner { tools: offered }
+                }
+                Some(Ok(listed)) => {
                     if let Some(dir) = cache_dir {
                         let cached = listed
                             .iter()
@@ -113,7 +141,7 @@ impl McpToolSource {
                         tools: tools.len() - before,
                     }
                 }
-                Err(error) => {
+                Some(Err(error)) => {
                     let error = format!("{error:#}");
                     tracing::warn!(server = %config.name, "MCP server failed to start: {error}");
                     // Its last listed tools (or those named in the config)
@@ -217,13 +245,63 @@ pub fn check(server: &McpServerConfig) -> anyhow::Result<()> {
             server.name
         );
     }
-    if server.placement == Placement::Runner {
+    if server.placement == Placement::Runner
+        && !matches!(server.transport, crate::config::McpTransport::Stdio(_))
+    {
         anyhow::bail!(
-            "MCP server \"{}\": placement = \"runner\" is not supported yet (use placement = \"host\")",
+            "MCP server \"{}\": placement = \"runner\" needs a command (a url is reached from the host, not started in a sandbox)",
             server.name
         );
     }
     Ok(())
+}
+
+/// The tools of a runner-placed server: its cached list (names,
+/// descriptions and schemas of its last start), else its `enabled_tools`
+/// with an open object schema.
+fn runner_tools(
+    server: &Arc<RunnerServer>,
+    cached: Option<Vec<CachedTool>>,
+    names: &mut NameAllocator,
+    tools: &mut Vec<Arc<McpTool>>,
+) {
+    let config = server.config();
+    let listed: Vec<CachedTool> = match cached {
+        Some(cached) => cached,
+        None => config
+            .tools
+            .enabled
+            .iter()
+            .flatten()
+            .map(|name| CachedTool {
+                name: name.clone(),
+                description: None,
+                input_schema: serde_json::json!({"type": "object"}),
+            })
+            .collect(),
+    };
+    for tool in listed {
+        if !config.tools.allows(&tool.name) {
+            continue;
+        }
+        let spec = ToolSpec {
+            name: names.allocate(&config.name, &tool.name),
+            description: format!(
+                "{}\n(MCP server \"{}\", running in this thread's sandbox)",
+                tool.description
+                    .as_deref()
+                    .filter(|text| !text.trim().is_empty())
+                    .unwrap_or("An MCP tool."),
+                config.name
+            ),
+            parameters: tool.input_schema,
+        };
+        tools.push(Arc::new(McpTool::in_runner(
+            server.clone(),
+            tool.name,
+            spec,
+        )));
+    }
 }
 
 fn describe(server: &str, description: Option<&str>) -> String {

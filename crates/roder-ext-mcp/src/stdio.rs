@@ -48,7 +48,7 @@ pub(crate) struct StdioChild {
 pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
-    fn push(&self, line: String) {
+    pub(crate) fn push(&self, line: String) {
         if let Ok(mut lines) = self.0.lock() {
             if lines.len() == STDERR_TAIL_LINES {
                 lines.pop_front();

@@ -3,13 +3,20 @@
 
 use std::sync::Arc;
 
-use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolSpec};
+use roder_api::tools::{
+    ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolSpec, ToolWorkspace,
+};
 
 use crate::connection::McpConnection;
 use crate::result::tool_result;
+use crate::runner_server::RunnerServer;
 
 pub struct McpTool {
+    /// The server's connection (for a runner-placed server: one that is
+    /// never started, only its configuration is read).
     connection: Arc<McpConnection>,
+    /// `placement = "runner"`: the per-session connections a call picks from.
+    runner: Option<Arc<RunnerServer>>,
     /// The server's own name for the tool.
     tool: String,
     spec: ToolSpec,
@@ -29,9 +36,22 @@ impl McpTool {
         }
         Self {
             connection,
+            runner: None,
             tool,
             spec,
         }
+    }
+
+    /// A tool of a `placement = "runner"` server: each call goes to the
+    /// server running in the calling thread's runner session.
+    pub fn in_runner(server: Arc<RunnerServer>, tool: String, spec: ToolSpec) -> Self {
+        let template = Arc::new(McpConnection::new(
+            server.config().clone(),
+            std::path::PathBuf::new(),
+        ));
+        let mut this = Self::new(template, tool, spec);
+        this.runner = Some(server);
+        this
     }
 
     pub fn server_tool_name(&self) -> &str {
@@ -79,8 +99,18 @@ impl ToolExecutor for McpTool {
             timeout = timeout.min(remaining);
         }
         let server = self.connection.config().name.clone();
+        let connection = match (&self.runner, &ctx.workspace) {
+            (None, _) => self.connection.clone(),
+            (Some(runner), ToolWorkspace::Remote(remote)) => runner.connection_for(&remote.session),
+            (Some(_), _) => {
+                return Ok(self.error(
+                    &call,
+                    "the server runs in the thread's runner (placement = \"runner\"), and this thread has no runner",
+                ));
+            }
+        };
         tokio::select! {
-            outcome = self.connection.call(&self.tool, arguments, timeout) => Ok(match outcome {
+            outcome = connection.call(&self.tool, arguments, timeout) => Ok(match outcome {
                 Ok(result) => tool_result(&call, &server, &self.tool, result),
                 Err(failure) => self.error(&call, failure),
             }),

@@ -173,8 +173,8 @@ async fn a_server_that_cannot_start_gives_error_results() {
 }
 
 #[tokio::test]
-async fn placement_runner_and_bad_names_are_refused() {
-    let mut runner = McpServerConfig::stdio("boxed", "true", &[]);
+async fn placement_runner_of_a_url_and_bad_names_are_refused() {
+    let mut runner = McpServerConfig::http("boxed", "http://127.0.0.1:1/mcp");
     runner.placement = roder_ext_mcp::Placement::Runner;
     let error = McpToolSource::start(vec![runner], Path::new("."))
         .await
@@ -182,7 +182,7 @@ async fn placement_runner_and_bad_names_are_refused() {
         .unwrap()
         .to_string();
     assert!(
-        error.contains("placement = \"runner\" is not supported yet"),
+        error.contains("placement = \"runner\" needs a command"),
         "{error}"
     );
     let error = McpToolSource::start(

@@ -1,0 +1,293 @@
+//! `placement = "runner"` against the real Docker engine: a real MCP server
+//! (`roder-mcp-probe`, this crate's rmcp server, copied into a
+//! `roder-sandbox-debian:latest` container) started through the thread's
+//! runner session on the first call of its tools, its stdio carried over the
+//! session's process stream. Its side effects stay in the container; each
+//! session gets its own server; one that exits is started again on the next
+//! call; its stderr never reaches the model; a provider without interactive
+//! processes makes the call an error result, not a failure.
+//!
+//! Skips (loudly) only without a Docker daemon socket outside CI; under
+//! `CI=true` a missing daemon or image fails.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use roder_api::remote_runner::{
+    RemoteRunnerProvider, RemoteRunnerSession, RemoteWorkspace, RunnerCommandRequest,
+    RunnerDestination, RunnerFileWriteRequest, RunnerManifest,
+};
+use roder_api::tools::{
+    LocalWorkspace, ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolWorkspace,
+};
+use roder_ext_mcp::{McpServerConfig, McpTool, McpToolSource, Placement, ServerStatus};
+use roder_ext_runner_docker::DockerRunnerProvider;
+use serde_json::{Value, json};
+
+const DEBIAN_IMAGE: &str = "roder-sandbox-debian:latest";
+const PROBE: &str = env!("CARGO_BIN_EXE_roder-mcp-probe");
+/// Where the probe is copied in each container.
+const PROBE_IN_SANDBOX: &str = "/tmp/roder-mcp-probe";
+
+fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// The provider, or `None` (loudly) without a daemon outside CI.
+async fn provider(test: &str) -> Option<DockerRunnerProvider> {
+    if !roder_ext_runner_docker::daemon_socket_present() {
+        assert!(!under_ci(), "no Docker daemon under CI=true");
+        eprintln!("\n!!! SKIPPING {test}: no Docker daemon socket !!!\n");
+        return None;
+    }
+    let provider = DockerRunnerProvider::connect().expect("docker client");
+    let docker = provider.docker().await.expect("the Docker daemon answers");
+    if docker.inspect_image(DEBIAN_IMAGE).await.is_err() {
+        assert!(
+            !under_ci(),
+            "the image {DEBIAN_IMAGE} is missing under CI=true: .ci/run builds it with scripts/build-debian-image.sh"
+        );
+        eprintln!(
+            "\n!!! SKIPPING {test}: the image {DEBIAN_IMAGE} is missing; build it with scripts/build-debian-image.sh !!!\n"
+        );
+        return None;
+    }
+    Some(provider)
+}
+
+/// A docker session on the Debian image (glibc as on the host, so the
+/// probe built here runs in it), labelled so a leak is findable.
+async fn sandbox(provider: &DockerRunnerProvider, id: &str) -> Arc<dyn RemoteRunnerSession> {
+    let destination = RunnerDestination {
+        id: id.to_string(),
+        provider_id: roder_ext_runner_docker::PROVIDER_ID.to_string(),
+        config: json!({
+            "image": DEBIAN_IMAGE,
+            "labels": {"roder-test": uuid::Uuid::new_v4().simple().to_string()},
+        }),
+        default_manifest: RunnerManifest::default(),
+    };
+    let session = provider.create_session(destination).await.unwrap();
+    session
+        .write_file(RunnerFileWriteRequest {
+            path: PROBE_IN_SANDBOX.into(),
+            contents: stripped_probe(),
+        })
+        .await
+        .unwrap();
+    let chmod = sh(session.as_ref(), &format!("chmod +x {PROBE_IN_SANDBOX}")).await;
+    assert_eq!(chmod.0, Some(0), "{chmod:?}");
+    session
+}
+
+/// The probe without its debug info (83 MB → a few MB to copy in).
+fn stripped_probe() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("probe");
+    let status = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&out)
+        .arg(PROBE)
+        .status();
+    match status {
+        Ok(status) if status.success() => std::fs::read(&out).unwrap(),
+        _ => std::fs::read(PROBE).unwrap(),
+    }
+}
+
+async fn sh(session: &dyn RemoteRunnerSession, script: &str) -> (Option<i32>, String) {
+    let result = session
+        .run_command(RunnerCommandRequest {
+            command_id: uuid::Uuid::new_v4().to_string(),
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: None,
+            env: Vec::new(),
+            timeout_ms: Some(30_000),
+        })
+        .await
+        .unwrap();
+    (result.exit_code, result.stdout)
+}
+
+fn probe_config() -> McpServerConfig {
+    let mut config = McpServerConfig::stdio("probe", PROBE_IN_SANDBOX, &[]);
+    config.placement = Placement::Runner;
+    config.tools.enabled = Some(vec!["write_file".into(), "whereami".into(), "exit".into()]);
+    config.startup_timeout = std::time::Duration::from_secs(30);
+    config
+}
+
+fn tool<'a>(source: &'a McpToolSource, name: &str) -> &'a Arc<McpTool> {
+    source
+        .tools()
+        .iter()
+        .find(|tool| tool.spec().name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}
+
+async fn call(tool: &McpTool, workspace: ToolWorkspace, arguments: Value) -> ToolResult {
+    let call = ToolCall {
+        id: uuid::Uuid::new_v4().to_string(),
+        name: tool.spec().name,
+        arguments,
+    };
+    tool.execute(ToolExecutionContext::for_workspace(workspace), call)
+        .await
+        .unwrap()
+}
+
+fn remote(session: &Arc<dyn RemoteRunnerSession>) -> ToolWorkspace {
+    ToolWorkspace::Remote(RemoteWorkspace {
+        session: session.clone(),
+        root: "/workspace".into(),
+        read_roots: Vec::new(),
+    })
+}
+
+/// The `pid=` of a `whereami` answer.
+fn field(text: &str, key: &str) -> String {
+    text.split_whitespace()
+        .find_map(|part| part.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_runner_placed_server_runs_in_each_threads_sandbox_and_its_effects_stay_there() {
+    let test = "a_runner_placed_server_runs_in_each_threads_sandbox";
+    let Some(provider) = provider(test).await else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let source =
+        McpToolSource::start_with_cache(vec![probe_config()], host.path(), Some(cache.path()))
+            .await
+            .unwrap();
+    assert_eq!(
+        source.statuses(),
+        &[("probe".to_string(), ServerStatus::InRunner { tools: 3 })]
+    );
+    let write = tool(&source, "mcp__probe__write_file");
+    let whereami = tool(&source, "mcp__probe__whereami");
+    let exit = tool(&source, "mcp__probe__exit");
+
+    let first = sandbox(&provider, "thread-mcp-a").await;
+    let second = sandbox(&provider, "thread-mcp-b").await;
+
+    // Started on the first call, in the sandbox: the file is in the
+    // container and not on the host.
+    let marker = format!(
+        "/tmp/roder-mcp-side-effect-{}",
+        uuid::Uuid::new_v4().simple()
+    );
+    let wrote = call(
+        write,
+        remote(&first),
+        json!({"path": marker, "text": "made inside"}),
+    )
+    .await;
+    assert!(!wrote.is_error, "{}", wrote.text);
+    assert!(wrote.text.contains("wrote 11 bytes"), "{}", wrote.text);
+    assert!(!wrote.text.contains("PROBE-STDERR-LINE"), "{}", wrote.text);
+    assert_eq!(
+        sh(first.as_ref(), &format!("cat {marker}")).await,
+        (Some(0), "made inside".to_string())
+    );
+    assert!(!Path::new(&marker).exists(), "the server wrote on the host");
+    // The other sandbox does not have it either.
+    assert_ne!(
+        sh(second.as_ref(), &format!("cat {marker}")).await.0,
+        Some(0)
+    );
+
+    // Each session has its own server, in its own container.
+    let (_, first_host) = sh(first.as_ref(), "cat /etc/hostname").await;
+    let (_, second_host) = sh(second.as_ref(), "cat /etc/hostname").await;
+    let here = call(whereami, remote(&first), json!({})).await;
+    assert!(!here.is_error, "{}", here.text);
+    assert_eq!(field(&here.text, "host"), first_host.trim());
+    let there = call(whereami, remote(&second), json!({})).await;
+    assert!(!there.is_error, "{}", there.text);
+    assert_eq!(field(&there.text, "host"), second_host.trim());
+    assert_ne!(first_host, second_host);
+    let first_pid = field(&here.text, "pid");
+    // The same server answers the session's next call.
+    let again = call(whereami, remote(&first), json!({})).await;
+    assert_eq!(field(&again.text, "pid"), first_pid, "{}", again.text);
+
+    // A server that exits: the call is an error result, the next call
+    // starts it again in the same sandbox (a new process).
+    let died = call(exit, remote(&first), json!({})).await;
+    assert!(died.is_error, "{}", died.text);
+    let restarted = call(whereami, remote(&first), json!({})).await;
+    assert!(!restarted.is_error, "{}", restarted.text);
+    assert_eq!(field(&restarted.text, "host"), first_host.trim());
+    let (_, alive) = sh(first.as_ref(), "pgrep -c -x roder-mcp-probe || true").await;
+    assert_eq!(alive.trim(), "1", "exactly one probe in the sandbox");
+    assert_ne!(field(&restarted.text, "pid"), "", "{}", restarted.text);
+
+    // A thread with no runner gets an error result.
+    let local = call(
+        whereami,
+        ToolWorkspace::Local(LocalWorkspace {
+            root: host.path().to_path_buf(),
+            read_roots: Vec::new(),
+        }),
+        json!({}),
+    )
+    .await;
+    assert!(local.is_error);
+    assert!(
+        local.text.contains("this thread has no runner"),
+        "{}",
+        local.text
+    );
+
+    // The first start saved the real tool list: a later process offers the
+    // tools with their schemas, without naming them.
+    let mut unnamed = probe_config();
+    unnamed.tools.enabled = None;
+    let later = McpToolSource::start_with_cache(vec![unnamed], host.path(), Some(cache.path()))
+        .await
+        .unwrap();
+    assert_eq!(later.statuses()[0].1, ServerStatus::InRunner { tools: 3 });
+    let schema = tool(&later, "mcp__probe__write_file").spec().parameters;
+    assert_eq!(schema["required"], json!(["path", "text"]), "{schema}");
+
+    // Dropping the source and closing the sessions ends the servers.
+    drop(source);
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_provider_without_interactive_processes_gives_an_error_result() {
+    let root = tempfile::tempdir().unwrap();
+    let provider = roder_ext_runner_unix_local::UnixLocalRunnerProvider::default();
+    let session = provider
+        .create_session(RunnerDestination {
+            id: "local".into(),
+            provider_id: roder_ext_runner_unix_local::PROVIDER_ID.into(),
+            config: json!({"root": root.path()}),
+            default_manifest: RunnerManifest::default(),
+        })
+        .await
+        .unwrap();
+    let source = McpToolSource::start(vec![probe_config()], root.path())
+        .await
+        .unwrap();
+    let whereami = tool(&source, "mcp__probe__whereami");
+    for _ in 0..2 {
+        let result = call(whereami, remote(&session), json!({})).await;
+        assert!(result.is_error);
+        assert!(
+            result.text.contains("cannot start MCP server \"probe\"")
+                && result.text.contains("not supported"),
+            "{}",
+            result.text
+        );
+    }
+    session.close().await.unwrap();
+}
