@@ -55,6 +55,9 @@ fn report(source: &McpToolSource) {
             ServerStatus::Ready { tools } => {
                 tracing::info!(server = %name, "MCP server started: {tools} tools");
             }
+            ServerStatus::InRunner { tools } => {
+                tracing::info!(server = %name, "MCP server in the runner: {tools} tools, started in each thread's sandbox on its first call");
+            }
             ServerStatus::Failed { error, .. } => {
                 eprintln!("roder: {error}; a call of one of its tools tries to start it again");
             }

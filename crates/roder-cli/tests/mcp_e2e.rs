@@ -174,14 +174,14 @@ async fn a_server_that_cannot_start_is_an_error_result_not_a_failed_turn() {
 }
 
 #[tokio::test]
-async fn placement_runner_is_refused_by_name() {
+async fn placement_runner_of_a_url_server_is_refused_by_name() {
     let home = tempfile::tempdir().unwrap();
     let server = FakeModelServer::start().await.unwrap();
     std::fs::write(
         home.path().join("config.toml"),
         config(
             &server,
-            "[mcp_servers.boxed]\ncommand = \"x\"\nplacement = \"runner\"\n",
+            "[mcp_servers.boxed]\nurl = \"http://127.0.0.1:1/mcp\"\nplacement = \"runner\"\n",
         ),
     )
     .unwrap();
@@ -189,7 +189,7 @@ async fn placement_runner_is_refused_by_name() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("[mcp_servers.boxed]: placement = \"runner\" is not supported yet"),
+        stderr.contains("[mcp_servers.boxed]: placement = \"runner\" is for command servers"),
         "{stderr}"
     );
     assert!(server.model_requests().is_empty());

@@ -77,11 +77,22 @@ impl McpServerEntry {
                 "{what}: a server name may hold only letters, digits, '_' and '-' (it is part of its tools' names)"
             );
         }
-        if self.placement == Some(PlacementName::Runner) {
-            anyhow::bail!(
-                "{what}: placement = \"runner\" is not supported yet; remove it (the server then runs on the host)"
-            );
-        }
+        let placement = match self.placement {
+            Some(PlacementName::Runner) => {
+                if self.url.is_some() {
+                    anyhow::bail!(
+                        "{what}: placement = \"runner\" is for command servers (started in the thread's sandbox), not url ones"
+                    );
+                }
+                if !self.env_vars.is_empty() {
+                    anyhow::bail!(
+                        "{what}: env_vars passes Roder's variables to a host server; a server in the runner gets only its env"
+                    );
+                }
+                Placement::Runner
+            }
+            Some(PlacementName::Host) | None => Placement::Host,
+        };
         let transport = match (&self.command, &self.url) {
             (Some(command), None) => {
                 if self.bearer_token_env_var.is_some() {
@@ -131,7 +142,7 @@ impl McpServerEntry {
                 enabled: self.enabled_tools.clone(),
                 disabled: self.disabled_tools.clone(),
             },
-            placement: Placement::Host,
+            placement,
         }))
     }
 }
@@ -277,11 +288,17 @@ enabled = false
         );
         assert!(error("[x]\ncommand = \"a\"\ntool_timeout_sec = 0").contains("tool_timeout_sec"));
         assert!(error("[\"a b\"]\ncommand = \"a\"").contains("only letters"));
-        let runner = error("[x]\ncommand = \"a\"\nplacement = \"runner\"");
+        let runner = error("[x]\nurl = \"http://h\"\nplacement = \"runner\"");
         assert!(
-            runner.contains("placement = \"runner\" is not supported yet"),
+            runner.contains("placement = \"runner\" is for command servers"),
             "{runner}"
         );
+        assert!(
+            error("[x]\ncommand = \"a\"\nenv_vars = [\"A\"]\nplacement = \"runner\"")
+                .contains("gets only its env")
+        );
+        let boxed = parse("[x]\ncommand = \"a\"\nplacement = \"runner\"").unwrap();
+        assert_eq!(boxed[0].placement, Placement::Runner);
         assert!(error("[x]\ncommand = \"a\"\nplacement = \"moon\"").contains("moon"));
         assert!(
             parse("[x]\ncommand = \"a\"\nplacement = \"host\"")
