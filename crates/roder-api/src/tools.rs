@@ -196,6 +196,15 @@ impl ToolExecutionContext {
 pub trait ToolExecutor: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
 
+    /// Whether this tool runs in the thread's workspace although its name is
+    /// not in [`WORKSPACE_TOOL_NAMES`]: a runner-bound thread then provisions
+    /// its runner and passes the session (`ToolWorkspace::Remote`), as for
+    /// the builtin workspace tools. An MCP server placed in the runner says
+    /// yes. Default: no.
+    fn runs_in_workspace(&self) -> bool {
+        false
+    }
+
     /// Runs one call. `Err` is reported to the model as an error result; it
     /// never fails the turn.
     async fn execute(

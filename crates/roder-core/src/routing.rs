@@ -99,7 +99,7 @@ async fn route(
         name: call.name.clone(),
         arguments,
     };
-    if !is_workspace_tool(&call.name) {
+    if !is_workspace_tool(&call.name) && !tool.runs_in_workspace() {
         let workspace = match &plan.workspace {
             TurnWorkspace::Local(root) => local_workspace(root),
             _ => ToolWorkspace::None,

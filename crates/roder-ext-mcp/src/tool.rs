@@ -7,7 +7,7 @@ use roder_api::tools::{
     ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolSpec, ToolWorkspace,
 };
 
-use crate::connection::McpConnection;
+use crate::connection::{CallFailure, McpConnection};
 use crate::result::tool_result;
 use crate::runner_server::RunnerServer;
 
@@ -79,6 +79,11 @@ impl ToolExecutor for McpTool {
         self.spec.clone()
     }
 
+    /// A runner-placed server's tools get the thread's runner session.
+    fn runs_in_workspace(&self) -> bool {
+        self.runner.is_some()
+    }
+
     async fn execute(
         &self,
         ctx: ToolExecutionContext,
@@ -112,7 +117,17 @@ impl ToolExecutor for McpTool {
         tokio::select! {
             outcome = connection.call(&self.tool, arguments, timeout) => Ok(match outcome {
                 Ok(result) => tool_result(&call, &server, &self.tool, result),
-                Err(failure) => self.error(&call, failure),
+                Err(failure) => {
+                    let start_failed = matches!(failure, CallFailure::Start(_));
+                    let mut result = self.error(&call, failure);
+                    // The result is published as the call's completion
+                    // event: a client tells a server that did not start
+                    // from a tool that failed.
+                    if start_failed {
+                        result.data["mcp_start_failed"] = serde_json::Value::Bool(true);
+                    }
+                    result
+                }
             }),
             // Dropping the call future tells the server to cancel it.
             () = ctx.cancellation.cancelled() => Ok(self.error(&call, "cancelled: the turn was interrupted")),

@@ -288,6 +288,152 @@ async fn a_provider_without_interactive_processes_gives_an_error_result() {
             "{}",
             result.text
         );
+        assert_eq!(result.data["mcp_start_failed"], json!(true));
     }
     session.close().await.unwrap();
+}
+
+/// Through the runtime: a thread bound to a docker destination calls the
+/// runner-placed server's tool; the runtime passes the thread's runner
+/// session to it (`ToolExecutor::runs_in_workspace`), so the file it writes
+/// is in the thread's container, where the builtin `exec_command` of the
+/// same thread reads it, and not on the host.
+#[tokio::test]
+async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runtime() {
+    use roder_api::events::RoderEvent;
+    use roder_api::extension::ExtensionRegistryBuilder;
+    use roder_core::{
+        CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
+    };
+    use roder_testkit::{ScriptedEngine, final_round, tool_round};
+
+    let test = "a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runtime";
+    let Some(provider) = provider(test).await else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    // The probe reaches the container through a read-only bind mount.
+    let probe_dir = tempfile::tempdir().unwrap();
+    let probe = probe_dir.path().join("roder-mcp-probe");
+    std::fs::write(&probe, stripped_probe()).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut config = McpServerConfig::stdio("probe", "/opt/roder-probe/roder-mcp-probe", &[]);
+    config.placement = Placement::Runner;
+    config.tools.enabled = Some(vec!["write_file".into()]);
+    let source = McpToolSource::start(vec![config], host.path())
+        .await
+        .unwrap();
+
+    let rounds = vec![
+        tool_round(&[(
+            "m",
+            "mcp__probe__write_file",
+            &json!({"path": "/workspace/from-mcp.txt", "text": "in the box"}).to_string(),
+        )]),
+        tool_round(&[(
+            "c",
+            "exec_command",
+            &json!({"cmd": "cat /workspace/from-mcp.txt"}).to_string(),
+        )]),
+        final_round("done"),
+    ];
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(ScriptedEngine::new(rounds));
+    builder.thread_store_factory(Arc::new(
+        roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory {
+            base_path: store.path().to_path_buf(),
+        },
+    ));
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(host.path()).unwrap());
+    builder.tool_contributor(Arc::new(source));
+    builder.remote_runner_provider(Arc::new(provider));
+    let runtime = Arc::new(
+        Runtime::new(
+            builder.build().unwrap(),
+            RuntimeConfig {
+                workspace: Some(host.path().display().to_string()),
+                ..RuntimeConfig::default()
+            },
+        )
+        .unwrap(),
+    );
+    let mut events = runtime.subscribe_events();
+    let mut request = CreateThreadRequest::in_workspace(host.path().display().to_string());
+    let label = uuid::Uuid::new_v4().simple().to_string();
+    request.runner = Some(ThreadRunnerSelection {
+        provider_id: "docker".to_string(),
+        config: json!({
+            "image": DEBIAN_IMAGE,
+            "labels": {"roder-test": label},
+            "mounts": [{"source": probe_dir.path(), "target": "/opt/roder-probe", "read_only": true}],
+        }),
+        workspace: "/workspace".to_string(),
+        read_roots: Vec::new(),
+    });
+    let thread = runtime.create_thread_with(request).await.unwrap().thread_id;
+    runtime
+        .start_turn(StartTurnRequest::new(
+            &thread,
+            "write it from the MCP server",
+        ))
+        .await
+        .unwrap();
+    let mut outputs = Vec::new();
+    loop {
+        let envelope = tokio::time::timeout(std::time::Duration::from_secs(120), events.recv())
+            .await
+            .expect("an event within 120 s")
+            .expect("no lag");
+        if envelope.thread_id != thread {
+            continue;
+        }
+        match envelope.event {
+            RoderEvent::ToolCallCompleted(call) => outputs.push((
+                call.tool_name.clone().unwrap_or_default(),
+                call.output.clone().unwrap_or_default(),
+                call.is_error,
+            )),
+            RoderEvent::TurnCompleted(_) => break,
+            other if other.is_terminal() => panic!("the turn ended with {other:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    assert!(!outputs[0].2, "{outputs:?}");
+    assert!(
+        outputs[0]
+            .1
+            .contains("wrote 10 bytes to /workspace/from-mcp.txt"),
+        "{outputs:?}"
+    );
+    assert!(!outputs[0].1.contains("PROBE-STDERR-LINE"), "{outputs:?}");
+    assert!(!outputs[1].2, "{outputs:?}");
+    assert!(outputs[1].1.contains("in the box"), "{outputs:?}");
+    assert!(!host.path().join("from-mcp.txt").exists());
+    assert!(!Path::new("/workspace/from-mcp.txt").exists());
+    remove_labelled(&label).await;
+}
+
+/// Removes the containers a test labelled (the runtime keeps its sessions).
+async fn remove_labelled(label: &str) {
+    use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    let filters = std::collections::HashMap::from([("label", vec![format!("roder-test={label}")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let containers = docker.list_containers(Some(options)).await.unwrap();
+    assert!(!containers.is_empty(), "the thread's container is labelled");
+    for id in containers.into_iter().filter_map(|summary| summary.id) {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        docker.remove_container(&id, Some(options)).await.unwrap();
+    }
 }
