@@ -256,8 +256,22 @@ async fn a_runner_placed_server_runs_in_each_threads_sandbox_and_its_effects_sta
     let schema = tool(&later, "mcp__probe__write_file").spec().parameters;
     assert_eq!(schema["required"], json!(["path", "text"]), "{schema}");
 
-    // Dropping the source and closing the sessions ends the servers.
+    // Dropping the source (its connections) kills the servers in the
+    // sandboxes.
     drop(source);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, first_left) = sh(first.as_ref(), "pgrep -c -x roder-mcp-probe || true").await;
+        let (_, second_left) = sh(second.as_ref(), "pgrep -c -x roder-mcp-probe || true").await;
+        if first_left.trim() == "0" && second_left.trim() == "0" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "servers still running: {first_left} {second_left}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     first.close().await.unwrap();
     second.close().await.unwrap();
 }
