@@ -123,8 +123,9 @@ pub enum Placement {
     /// A child process of Roder on this host (or a remote URL).
     #[default]
     Host,
-    /// Inside the thread's sandbox, over the runner's process stream. Not
-    /// built yet: a source refuses such a server with a clear error.
+    /// Inside each runner-bound thread's sandbox, started through its runner
+    /// session on the thread's first call and spoken to over the runner's
+    /// process stream (stdio servers only).
     Runner,
 }
 

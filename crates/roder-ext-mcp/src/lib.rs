@@ -8,7 +8,10 @@
 //! that registers each tool as `mcp__SERVER__TOOL` with the server's input
 //! schema. A call maps the server's answer to a tool result; a server that is
 //! down is started again on the next call, and any failure is an error
-//! result the model reads, never a failed turn.
+//! result the model reads, never a failed turn. A server with
+//! `placement = Placement::Runner` runs inside each runner-bound thread's
+//! sandbox instead, started through the thread's runner session on its first
+//! call ([`RunnerServer`]).
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

@@ -43,7 +43,8 @@ impl McpToolSource {
     /// Starts every server at once, each within its start-up timeout, and
     /// lists its tools. A server that fails to start fails nothing else: its
     /// status says why. `Err` only for a configuration no start can fix (a
-    /// bad or repeated name, `placement = "runner"`). Stdio servers start in
+    /// bad or repeated name, `placement = "runner"` of a url server). A
+    /// runner-placed server is not started here (see [`RunnerServer`]). Stdio servers start in
     /// `cwd` unless they name a directory.
     pub async fn start(servers: Vec<McpServerConfig>, cwd: &Path) -> anyhow::Result<Self> {
         Self::start_with_cache(servers, cwd, None).await
