@@ -186,3 +186,24 @@ impl StderrLines {
         self.tail.push(text);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_chunks_become_lines_and_long_lines_pieces() {
+        let tail = StderrTail::default();
+        let mut lines = StderrLines::new("s".into(), tail.clone());
+        lines.push(b"first\nsec");
+        lines.push(b"ond\n");
+        lines.push(&vec![b'x'; MAX_STDERR_LINE + 10]);
+        lines.finish();
+        let text = tail.text();
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(&got[..2], &["first", "second"]);
+        assert_eq!(got[2].len(), MAX_STDERR_LINE);
+        assert_eq!(got[3], "x".repeat(10));
+    }
+}
