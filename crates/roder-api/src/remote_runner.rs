@@ -399,21 +399,19 @@ pub enum RunnerProcessEvent {
     },
 }
 
-/**
- * A process running in a sandbox with its stdin open. Dropping it kills
- * the process and everything it started.
- *
- * ```
- * use roder_api::remote_runner::{RunnerProcess, RunnerProcessEvent};
- * async fn ask(process: &mut dyn RunnerProcess) -> anyhow::Result<Vec<u8>> {
- *     process.write_stdin(b"ping\n")?;
- *     match process.next_event().await? {
- *         RunnerProcessEvent::Stdout(reply) => Ok(reply),
- *         other => anyhow::bail!("unexpected {other:?}"),
- *     }
- * }
- * ```
- */
+/// A process running in a sandbox with its stdin open. Dropping it kills
+/// the process and everything it started.
+///
+/// ```
+/// use roder_api::remote_runner::{RunnerProcess, RunnerProcessEvent};
+/// async fn ask(process: &mut dyn RunnerProcess) -> anyhow::Result<Vec<u8>> {
+///     process.write_stdin(b"ping\n")?;
+///     match process.next_event().await? {
+///         RunnerProcessEvent::Stdout(reply) => Ok(reply),
+///         other => anyhow::bail!("unexpected {other:?}"),
+///     }
+/// }
+/// ```
 #[async_trait::async_trait]
 pub trait RunnerProcess: Send {
     /// Queues bytes for the process's stdin (never blocks).

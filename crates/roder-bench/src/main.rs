@@ -60,6 +60,10 @@ async fn main() -> anyhow::Result<()> {
             "mcp" => mcp::run().await.context("mcp")?,
             "app-server" => app_server::run().await.context("app-server")?,
             "provision" => provision::run().await.context("provision")?,
+            // The docker session figures of `provision` alone.
+            "provision-docker-exec" => provision_docker_exec::run()
+                .await
+                .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",

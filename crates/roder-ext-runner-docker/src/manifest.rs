@@ -318,7 +318,7 @@ mod tests {
         assert!(
             names
                 .iter()
-                .any(|(name, _, uid)| name == "proj/sub" && *uid == 1000),
+                .any(|(name, _, uid)| name == "proj/sub/" && *uid == 1000),
             "{names:?}"
         );
         assert!(
