@@ -215,6 +215,8 @@ pub enum RunnerLifecycleAction {
     Resumed,
     ProvisioningFailed,
     Paused,
+    /// Stopped while idle (`on_idle = "stop"`); the next use starts it.
+    Stopped,
     Woken,
     Detached,
     Rejoined,

@@ -489,6 +489,15 @@ pub trait RemoteRunnerSession: Send + Sync + 'static {
 
     async fn expose_port(&self, request: RunnerPortRequest) -> anyhow::Result<RunnerPortResult>;
 
+    /// Stops the sandbox while it is idle (`on_idle = "stop"`): no process
+    /// left running, its filesystem kept; `resume_session` of its state
+    /// starts it again.
+    async fn stop(&self) -> anyhow::Result<RunnerSessionState> {
+        anyhow::bail!(
+            "stopping an idle sandbox is not supported by this provider; use on_idle \"pause\" or \"keep\""
+        )
+    }
+
     /// Starts an interactive process in the sandbox (an MCP server placed in
     /// the runner): its stdin stays open and its output streams. Dropping
     /// the returned process kills it and everything it started.

@@ -6,7 +6,8 @@
 //! runtime does with a session when no process of it needs the session any
 //! more (the process is exiting): `pause` it (the default where the
 //! provider can pause: the thread's next turn, in any process, wakes it
-//! without the user asking) or `keep` it running. The key belongs to the
+//! without the user asking), `stop` it (started again by the next turn) or
+//! `keep` it running. The key belongs to the
 //! runtime; providers ignore it.
 
 /// The destination-config key naming the idle action.
@@ -19,6 +20,8 @@
 /// assert_eq!(on_idle(&serde_json::json!({}), true), Ok(OnIdle::Pause));
 /// assert_eq!(on_idle(&serde_json::json!({}), false), Ok(OnIdle::Keep));
 /// assert!(on_idle(&serde_json::json!({ ON_IDLE_CONFIG_KEY: "pause" }), false).is_err());
+/// let stop = serde_json::json!({ ON_IDLE_CONFIG_KEY: "stop" });
+/// assert_eq!(on_idle(&stop, false), Ok(OnIdle::Stop));
 /// ```
 pub const ON_IDLE_CONFIG_KEY: &str = "on_idle";
 
@@ -29,6 +32,10 @@ pub enum OnIdle {
     Pause,
     /// Leave it running.
     Keep,
+    /// Stop it (no process left, memory freed; the filesystem stays); the
+    /// thread's next use starts it again. Providers that cannot say so when
+    /// asked (`RemoteRunnerSession::stop`).
+    Stop,
 }
 
 /// The idle action `config` asks for, for a provider that can pause
@@ -47,11 +54,9 @@ pub fn on_idle(config: &serde_json::Value, pausable: bool) -> Result<OnIdle, Str
             "runner config \"{ON_IDLE_CONFIG_KEY}\" is \"pause\" but this runner provider cannot pause sessions; use \"keep\""
         )),
         Some("keep") => Ok(OnIdle::Keep),
-        Some("stop") => Err(format!(
-            "runner config \"{ON_IDLE_CONFIG_KEY}\" = \"stop\" is not supported yet; use \"pause\" or \"keep\""
-        )),
+        Some("stop") => Ok(OnIdle::Stop),
         _ => Err(format!(
-            "runner config \"{ON_IDLE_CONFIG_KEY}\" must be \"pause\" or \"keep\", not {value}"
+            "runner config \"{ON_IDLE_CONFIG_KEY}\" must be \"pause\", \"stop\" or \"keep\", not {value}"
         )),
     }
 }

@@ -218,6 +218,19 @@ impl DockerRunnerProvider {
             &destination.config,
             &format!("destination `{}` config", destination.id),
         )?;
+        if destination
+            .config
+            .get(roder_api::runner_idle::ON_IDLE_CONFIG_KEY)
+            == Some(&serde_json::json!("stop"))
+            && crate::sandbox::Confinement::of(&config)
+                .workspace_bytes
+                .is_some()
+        {
+            bail!(
+                "destination `{}`: on_idle = \"stop\" would lose the workspace, which the sandbox policy puts on size-bounded tmpfs volumes; use \"pause\" (or a policy with mode \"none\")",
+                destination.id
+            );
+        }
         manifest::plan(
             &destination.default_manifest,
             &config,

@@ -197,6 +197,42 @@ impl RemoteRunnerSession for DockerSession {
         Ok(self.set_paused(true))
     }
 
+    /// Stops the container (its processes end, memory is freed, its
+    /// filesystem stays); rejoining its state starts it again. Refused for
+    /// a container whose workspace lives on tmpfs volumes (a confined one):
+    /// stopping would lose the files.
+    async fn stop(&self) -> anyhow::Result<RunnerSessionState> {
+        let docker = self.docker().await?;
+        let inspect = container::inspect(docker, &self.container_id).await?;
+        let lost = container::tmpfs_volumes(&inspect);
+        if !lost.is_empty() {
+            bail!(
+                "on_idle = \"stop\" would lose the files of container {}: its {} live on size-bounded tmpfs volumes (the sandbox policy's disk bound); use \"pause\"",
+                self.short_id(),
+                lost.join(", ")
+            );
+        }
+        self.executor.stop().await;
+        docker
+            .stop_container(
+                &self.container_id,
+                Some(
+                    bollard::query_parameters::StopContainerOptionsBuilder::default()
+                        .t(2)
+                        .build(),
+                ),
+            )
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!(
+                    "cannot stop container {}: {}",
+                    self.short_id(),
+                    message_of(&error)
+                )
+            })?;
+        Ok(self.state())
+    }
+
     async fn resume(&self) -> anyhow::Result<RunnerSessionState> {
         let docker = self.docker().await?;
         match docker.unpause_container(&self.container_id).await {

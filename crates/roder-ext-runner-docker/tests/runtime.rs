@@ -708,8 +708,8 @@ async fn an_idle_sandbox_is_paused_and_the_threads_next_turn_wakes_it_from_a_new
     let metadata = second.thread_metadata(&thread).await.unwrap();
     assert!(!metadata.runner_idle_paused);
 
-    // `keep` leaves it running; an on_idle the runtime cannot do is refused
-    // when the thread is bound.
+    // `keep` leaves it running; `stop` of a confined container, whose
+    // workspace would be lost, is refused when the thread is bound.
     let kept = docker_thread(
         &second,
         host.path(),
@@ -734,14 +734,74 @@ async fn an_idle_sandbox_is_paused_and_the_threads_next_turn_wakes_it_from_a_new
     .await
     .unwrap_err()
     .to_string();
-    assert!(refused.contains("not supported yet"), "{refused}");
+    assert!(refused.contains("tmpfs"), "{refused}");
+    // An unconfined container can be stopped: its files are in its own
+    // layer, and its next turn starts it again.
+    let stopped = docker_thread(
+        &second,
+        host.path(),
+        label.config(json!({"on_idle": "stop", "sandbox": {"mode": "none"}})),
+        None,
+    )
+    .await;
+    second_engine.push_round(tool_round(&[(
+        "s",
+        "exec_command",
+        r#"{"cmd": "echo kept across a stop > s.txt"}"#,
+    )]));
+    second_engine.push_round(final_round("done"));
+    second
+        .start_turn(StartTurnRequest::new(&stopped, "write"))
+        .await
+        .unwrap();
+    assert_completed(&until_turn_ends(&mut events, &stopped).await);
+    let stopped_container = runner_state(&second, &stopped).await.session_id;
     let released = second.release_idle_runners().await;
-    assert_eq!(released.len(), 2, "{released:?}");
+    assert_eq!(released.len(), 3, "{released:?}");
     for (_, outcome) in released {
         outcome.unwrap();
     }
     assert!(is_paused(&provider, &container).await);
     assert!(!is_paused(&provider, &kept_container).await);
+    let docker = provider.docker().await.unwrap();
+    let running = |id: String| {
+        let docker = docker.clone();
+        async move {
+            docker
+                .inspect_container(&id, None)
+                .await
+                .unwrap()
+                .state
+                .and_then(|state| state.running)
+                .unwrap_or(false)
+        }
+    };
+    assert!(
+        !running(stopped_container.clone()).await,
+        "stopped while idle"
+    );
+    second_engine.push_round(tool_round(&[(
+        "c",
+        "exec_command",
+        r#"{"cmd": "cat s.txt"}"#,
+    )]));
+    second_engine.push_round(final_round("done"));
+    second
+        .start_turn(StartTurnRequest::new(&stopped, "read"))
+        .await
+        .unwrap();
+    let turn = until_turn_ends(&mut events, &stopped).await;
+    assert_completed(&turn);
+    let outputs = tool_outputs(&turn);
+    assert!(
+        outputs[0].1.contains("kept across a stop") && !outputs[0].2,
+        "{outputs:#?}"
+    );
+    assert_eq!(
+        runner_state(&second, &stopped).await.session_id,
+        stopped_container
+    );
+    assert!(running(stopped_container).await);
 }
 
 #[tokio::test]

@@ -76,8 +76,12 @@ impl Runtime {
             return Ok(IdleRelease { paused: None });
         }
         let _writer = self.open_writer(&thread).await?;
-        let state = session.pause().await?;
-        self.record_lifecycle(&thread, &provider, RunnerLifecycleAction::Paused, &state)
+        let (state, action) = if idle == OnIdle::Stop {
+            (session.stop().await?, RunnerLifecycleAction::Stopped)
+        } else {
+            (session.pause().await?, RunnerLifecycleAction::Paused)
+        };
+        self.record_lifecycle(&thread, &provider, action, &state)
             .await?;
         update_metadata(self.store.as_ref(), &thread, |metadata| {
             metadata.runner_idle_paused = true;
