@@ -31,7 +31,7 @@ const POOL_SIZE: usize = 2;
 /// Samples of the `docker` CLI, which is only context.
 const CLI_SAMPLES: usize = 5;
 /// Label marking this run's containers, so they are all removed at the end.
-const BENCH_LABEL: &str = "roder-bench";
+pub(crate) const BENCH_LABEL: &str = "roder-bench";
 /// The main process the provider gives its containers, for a like-for-like
 /// baseline.
 const KEEPALIVE: &str = "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done";
@@ -268,7 +268,7 @@ async fn remove(docker: &Docker, id: &str) -> anyhow::Result<()> {
 }
 
 /// Removes every container of this run (also after a failure).
-async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
+pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
     let filters = HashMap::from([("label", vec![format!("{BENCH_LABEL}={run_id}")])]);
     let options = ListContainersOptionsBuilder::default()
         .all(true)
@@ -282,11 +282,11 @@ async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ms(elapsed: Duration) -> f64 {
+pub(crate) fn ms(elapsed: Duration) -> f64 {
     elapsed.as_secs_f64() * 1000.0
 }
 
-fn round(value: f64) -> f64 {
+pub(crate) fn round(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 

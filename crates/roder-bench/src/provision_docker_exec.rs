@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use futures::StreamExt;
 use roder_api::events::{EventEnvelope, RoderEvent};
 use roder_api::extension::ExtensionRegistryBuilder;
@@ -40,6 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::figure::{median, print};
+use crate::provision::{BENCH_LABEL, ms, remove_labelled, round};
 
 const IMAGE: &str = "roder-sandbox:latest";
 /// Tool calls in a measured turn.
@@ -50,7 +50,6 @@ const REPEATS: usize = 10;
 const ENGINE_SAMPLES: usize = 30;
 /// Pause-and-resume rounds.
 const RESUMES: usize = 8;
-const LABEL: &str = "roder-bench";
 /// Samples of the manifest copy-in.
 const COPY_SAMPLES: usize = 8;
 /// Files in the copied tree.
@@ -100,7 +99,7 @@ impl Figures {
             "ms",
             json!({
                 "what": "exec_command `true` through the runtime in a docker session (sandbox executor); (turn of 20 calls - turn of none) / 20, each on a new thread, p50 of 10",
-                "ratio_to_engine_exec": (ratio * 1000.0).round() / 1000.0,
+                "ratio_to_engine_exec": round(ratio),
                 "target": "under 5 ms and under a tenth of docker_engine_exec_p50_ms",
             }),
         );
@@ -139,8 +138,8 @@ impl Figures {
             "ms",
             json!({
                 "what": "a 1,000-file manifest entry copied into a new container: create_session with it - without it, p50",
-                "raw_archive_upload_p50_ms": (raw_upload * 1000.0).round() / 1000.0,
-                "ratio_to_raw_upload": if raw_upload > 0.0 { ((copy_in / raw_upload) * 1000.0).round() / 1000.0 } else { 0.0 },
+                "raw_archive_upload_p50_ms": round(raw_upload),
+                "ratio_to_raw_upload": if raw_upload > 0.0 { round(copy_in / raw_upload) } else { 0.0 },
                 "samples": COPY_SAMPLES,
             }),
         );
@@ -287,7 +286,7 @@ fn write_then_read(index: usize) -> Vec<ScriptedRound> {
 
 async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figures> {
     let config = |extra: Value| {
-        let mut config = json!({"image": IMAGE, "labels": {LABEL: run_id}});
+        let mut config = json!({"image": IMAGE, "labels": {BENCH_LABEL: run_id}});
         if let (Some(config), Value::Object(extra)) = (config.as_object_mut(), extra) {
             config.extend(extra);
         }
@@ -455,28 +454,4 @@ async fn engine_exec(docker: &Docker, container: &str) -> anyhow::Result<f64> {
         bail!("the baseline exec of `true` exited {:?}", inspect.exit_code);
     }
     Ok(elapsed)
-}
-
-async fn remove_labelled(docker: &Docker, run_id: &str) -> anyhow::Result<()> {
-    let filters =
-        std::collections::HashMap::from([("label".to_string(), vec![format!("{LABEL}={run_id}")])]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    for container in docker.list_containers(Some(options)).await? {
-        if let Some(id) = container.id {
-            docker
-                .remove_container(
-                    &id,
-                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
-                )
-                .await?;
-        }
-    }
-    Ok(())
-}
-
-fn ms(elapsed: Duration) -> f64 {
-    elapsed.as_secs_f64() * 1000.0
 }

@@ -8,78 +8,18 @@
 mod support;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use roder_api::thread::ThreadStore;
 use roder_ext_postgres_thread_store::PostgresThreadStore;
 use roder_ext_postgres_thread_store::test_support::{TestCluster, wait_for_lease_expiry};
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::replica::Replica;
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// Lease ttl of both replicas: a dead replica's thread is free this soon.
 const TTL_SECS: u64 = 2;
-
-struct Replica {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-}
-
-impl Replica {
-    /// `roder app-server` over stdio with `home`'s config and `extra` args.
-    async fn start(home: &Path, root: &Path, extra: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(["app-server", "-C", root.to_str().unwrap()])
-            .args(extra)
-            .env("RODER_HOME", home)
-            .env_remove("RODER_MODEL")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut replica = Self {
-            stdin: child.stdin.take().unwrap(),
-            lines: BufReader::new(child.stdout.take().unwrap()).lines(),
-            child,
-            next_id: 0,
-        };
-        replica.call("initialize", json!({})).await.unwrap();
-        replica
-    }
-
-    /// Sends a request; its result or its error object. Notifications are
-    /// skipped.
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.stdin
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .unwrap();
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
-                .await
-                .unwrap_or_else(|_| panic!("no answer to {method} within 30 s"))
-                .unwrap()
-                .unwrap_or_else(|| panic!("the server closed stdout before answering {method}"));
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                if message["error"].is_null() {
-                    return Ok(message["result"].clone());
-                }
-                return Err(message["error"].clone());
-            }
-        }
-    }
-}
 
 fn write_home(home: &Path, server: &FakeModelServer, store: Option<&str>) {
     write_config(home, server, None);

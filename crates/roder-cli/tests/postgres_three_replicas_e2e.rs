@@ -12,126 +12,19 @@
 
 mod support;
 
-use std::collections::VecDeque;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use roder_api::thread::ThreadStore;
 use roder_ext_postgres_thread_store::PostgresThreadStore;
 use roder_ext_postgres_thread_store::test_support::{TestCluster, wait_for_lease_expiry};
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
-use serde_json::{Value, json};
+use serde_json::json;
+use support::replica::Replica;
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// Lease ttl of every replica: a dead replica's thread is free this soon.
 const TTL_SECS: u64 = 2;
-
-struct Replica {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    /// `thread/event` notifications read while waiting for an answer.
-    events: VecDeque<Value>,
-}
-
-impl Replica {
-    async fn start(home: &Path, root: &Path) -> Self {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(["app-server", "-C", root.to_str().unwrap()])
-            .env("RODER_HOME", home)
-            .env_remove("RODER_MODEL")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut replica = Self {
-            stdin: child.stdin.take().unwrap(),
-            lines: BufReader::new(child.stdout.take().unwrap()).lines(),
-            child,
-            next_id: 0,
-            events: VecDeque::new(),
-        };
-        replica.call("initialize", json!({})).await.unwrap();
-        replica
-    }
-
-    async fn read_message(&mut self, what: &str) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("nothing within 30 s while waiting for {what}"))
-            .unwrap()
-            .unwrap_or_else(|| panic!("the server closed stdout while waiting for {what}"));
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Sends a request; its result or its error object. Notifications read
-    /// meanwhile are kept for [`next_event`](Self::next_event).
-    async fn call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
-        self.next_id += 1;
-        let id = self.next_id;
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.stdin
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .unwrap();
-        loop {
-            let message = self.read_message(method).await;
-            if message["id"] == id {
-                if message["error"].is_null() {
-                    return Ok(message["result"].clone());
-                }
-                return Err(message["error"].clone());
-            }
-            if message["method"] == "thread/event" {
-                self.events.push_back(message["params"].clone());
-            } else if message["id"].is_null() && !message["error"].is_null() {
-                panic!("the server dropped the subscriptions: {message}");
-            }
-        }
-    }
-
-    /// The next `thread/event`'s params.
-    async fn next_event(&mut self) -> Value {
-        if let Some(event) = self.events.pop_front() {
-            return event;
-        }
-        loop {
-            let message = self.read_message("a thread/event").await;
-            if message["method"] == "thread/event" {
-                return message["params"].clone();
-            }
-            assert!(
-                message["error"].is_null(),
-                "an error instead of events: {message}"
-            );
-        }
-    }
-
-    /// Persisted events of `thread_id` until one of type `last` (included),
-    /// as `(seq, type, turnId)`. Transient deltas are skipped.
-    async fn events_until(&mut self, thread_id: &str, last: &str) -> Vec<(u64, String, String)> {
-        let mut seen = Vec::new();
-        loop {
-            let params = self.next_event().await;
-            assert_eq!(params["threadId"], thread_id, "{params}");
-            let kind = params["event"]["type"].as_str().unwrap().to_string();
-            if kind.ends_with("_delta") {
-                continue;
-            }
-            let turn = params["turnId"].as_str().unwrap_or_default().to_string();
-            seen.push((params["seq"].as_u64().unwrap(), kind.clone(), turn));
-            if kind == last {
-                return seen;
-            }
-        }
-    }
-}
 
 fn write_home(home: &Path, server: &FakeModelServer, url: &str) {
     write_config(home, server, None);
@@ -160,7 +53,7 @@ async fn three_replicas() -> Option<Setup> {
     for _ in 0..3 {
         let home = tempfile::tempdir().unwrap();
         write_home(home.path(), &server, &url);
-        replicas.push(Replica::start(home.path(), &root).await);
+        replicas.push(Replica::start(home.path(), &root, &[]).await);
         dirs.push(home);
     }
     Some(Setup {

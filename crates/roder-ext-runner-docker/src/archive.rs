@@ -100,11 +100,7 @@ pub async fn write(
         Some(writable) => {
             let (resolved, missing) = resolve_dirs(docker, container, &target).await?;
             target = resolved;
-            let base = writable
-                .iter()
-                .filter(|root| is_under(&target, root))
-                .max_by_key(|root| root.len())
-                .ok_or_else(|| {
+            let base = writable_base(&target, writable).ok_or_else(|| {
                     let mut roots = writable.clone();
                     roots.sort();
                     anyhow::anyhow!(
@@ -126,8 +122,16 @@ pub async fn write(
         .map_err(|error| anyhow::anyhow!("cannot write `{target}`: {}", message_of(&error)))
 }
 
+/// The writable root `target` lands under: the longest that holds it.
+pub(crate) fn writable_base<'a>(target: &str, writable: &'a [String]) -> Option<&'a String> {
+    writable
+        .iter()
+        .filter(|root| is_under(target, root))
+        .max_by_key(|root| root.len())
+}
+
 /// Whether absolute `path` is `root` or below it.
-fn is_under(path: &str, root: &str) -> bool {
+pub(crate) fn is_under(path: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
     path == root
         || path

@@ -16,7 +16,7 @@ use bollard::query_parameters::UploadToContainerOptionsBuilder;
 use roder_api::remote_runner::RunnerManifest;
 use serde::{Deserialize, Serialize};
 
-use crate::archive::WriteRules;
+use crate::archive::{WriteRules, writable_base};
 use crate::client::message_of;
 use crate::config::{DockerConfig, parse_user};
 use crate::paths;
@@ -75,7 +75,7 @@ pub fn plan(
                 );
             }
             if let Some(writable) = &rules.writable
-                && base_of(&target, writable).is_none()
+                && writable_base(&target, writable).is_none()
             {
                 let mut roots = writable.clone();
                 roots.sort();
@@ -93,23 +93,6 @@ pub fn plan(
         .collect()
 }
 
-/// The writable root a target goes under (the longest that holds it).
-fn base_of<'a>(target: &str, writable: &'a [String]) -> Option<&'a str> {
-    writable
-        .iter()
-        .filter(|root| is_under(target, root))
-        .max_by_key(|root| root.len())
-        .map(String::as_str)
-}
-
-fn is_under(path: &str, root: &str) -> bool {
-    let root = root.trim_end_matches('/');
-    path == root
-        || path
-            .strip_prefix(root)
-            .is_some_and(|rest| rest.starts_with('/'))
-}
-
 /// Copies `entries` into `container`: one tar per writable root, built off
 /// the async threads.
 pub async fn copy_in(
@@ -122,8 +105,8 @@ pub async fn copy_in(
     for entry in entries {
         let base = match &rules.writable {
             None => "/".to_string(),
-            Some(writable) => base_of(&entry.target, writable)
-                .map(str::to_string)
+            Some(writable) => writable_base(&entry.target, writable)
+                .cloned()
                 .with_context(|| format!("{} is not writable", entry.target))?,
         };
         match groups.iter_mut().find(|(existing, _)| *existing == base) {
@@ -272,6 +255,7 @@ impl Packer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::is_under;
 
     fn names(tar: &[u8]) -> Vec<(String, u32, u64)> {
         let mut archive = tar::Archive::new(tar);
@@ -332,7 +316,7 @@ mod tests {
         assert!(is_under("/workspace/a", "/workspace"));
         assert!(!is_under("/workspaces", "/workspace"));
         assert_eq!(
-            base_of("/tmp/x", &["/tmp".to_string(), "/".to_string()]),
+            writable_base("/tmp/x", &["/tmp".to_string(), "/".to_string()]).map(String::as_str),
             Some("/tmp")
         );
     }

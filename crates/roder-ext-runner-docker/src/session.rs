@@ -129,12 +129,6 @@ impl DockerSession {
             .await)
     }
 
-    /// Why this session's calls use plain execs (the config said so, or
-    /// the helper cannot run in the container), once that is known.
-    pub async fn executor_fallback(&self) -> Option<String> {
-        self.executor.fallback_reason().await
-    }
-
     /// The full id of the session's container.
     pub fn container_id(&self) -> &str {
         &self.container_id

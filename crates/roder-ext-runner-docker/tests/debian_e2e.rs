@@ -8,21 +8,15 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use roder_api::events::{EventEnvelope, RoderEvent};
-use roder_api::extension::ExtensionRegistryBuilder;
-use roder_core::{
-    CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
-};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_api::events::RoderEvent;
+use roder_core::{CreateThreadRequest, StartTurnRequest, ThreadRunnerSelection};
 use roder_ext_runner_docker::DockerRunnerProvider;
 use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
+use support::runtime::*;
 use support::*;
-use tokio::sync::broadcast;
 
 /// The image `scripts/build-debian-image.sh` builds.
 const DEBIAN_IMAGE: &str = "roder-sandbox-debian:latest";
@@ -45,65 +39,6 @@ async fn debian_provider(test: &str) -> Option<DockerRunnerProvider> {
         return None;
     }
     Some(provider)
-}
-
-/// A runtime over `engine`, the builtin tools (host workspace `workspace`),
-/// a JSONL store in `store` and `provider`.
-fn runtime(
-    engine: Arc<ScriptedEngine>,
-    store: &Path,
-    workspace: &Path,
-    provider: Arc<DockerRunnerProvider>,
-) -> Arc<Runtime> {
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(engine);
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace).unwrap());
-    builder.remote_runner_provider(provider);
-    let config = RuntimeConfig {
-        workspace: Some(workspace.display().to_string()),
-        ..RuntimeConfig::default()
-    };
-    Arc::new(Runtime::new(builder.build().unwrap(), config).unwrap())
-}
-
-/// Events of `thread_id` until its turn ends.
-async fn until_turn_ends(
-    events: &mut broadcast::Receiver<EventEnvelope>,
-    thread_id: &str,
-) -> Vec<EventEnvelope> {
-    let mut seen = Vec::new();
-    loop {
-        let envelope = tokio::time::timeout(Duration::from_secs(120), events.recv())
-            .await
-            .expect("the next event should come within 120 s")
-            .expect("the event bus should not lag in tests");
-        if envelope.thread_id != thread_id {
-            continue;
-        }
-        let terminal = envelope.event.is_terminal();
-        seen.push(envelope);
-        if terminal {
-            return seen;
-        }
-    }
-}
-
-/// (tool name, output, is_error) of each completed tool call, in order.
-fn tool_outputs(events: &[EventEnvelope]) -> Vec<(String, String, bool)> {
-    events
-        .iter()
-        .filter_map(|envelope| match &envelope.event {
-            RoderEvent::ToolCallCompleted(call) => Some((
-                call.tool_name.clone().unwrap_or_default(),
-                call.output.clone().unwrap_or_default(),
-                call.is_error,
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 const MODULE: &str = "def add(a, b):\n    return a - b\n";
@@ -166,7 +101,12 @@ async fn a_thread_fixes_a_python_project_and_uses_git_and_cc_in_the_debian_image
     rounds.push(final_round("fixed"));
     let engine = ScriptedEngine::new(rounds);
 
-    let runtime = runtime(engine, store.path(), host.path(), Arc::new(provider));
+    let runtime = runtime(
+        std::slice::from_ref(&engine),
+        store.path(),
+        host.path(),
+        Arc::new(provider),
+    );
     let mut events = runtime.subscribe_events();
     let mut request = CreateThreadRequest::in_workspace(host.path().display().to_string());
     request.runner = Some(ThreadRunnerSelection {

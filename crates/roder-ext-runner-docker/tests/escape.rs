@@ -10,40 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use roder_api::events::{EventEnvelope, RoderEvent};
-use roder_api::extension::ExtensionRegistryBuilder;
+use roder_api::events::RoderEvent;
 use roder_api::remote_runner::{RemoteRunnerProvider, RemoteRunnerSession, RunnerSessionState};
 use roder_api::sandbox_policy::{NetworkAccess, SandboxPolicy};
-use roder_core::{
-    CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
-};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_core::{CreateThreadRequest, StartTurnRequest, ThreadRunnerSelection};
 use roder_ext_runner_docker::DockerRunnerProvider;
 use roder_testkit::{ScriptedEngine, final_round, tool_round};
 use serde_json::{Value, json};
+use support::runtime::*;
 use support::*;
-use tokio::sync::broadcast;
-
-/// A runtime over `engine`, the builtin tools, a JSONL store and `provider`.
-fn runtime(
-    engine: Arc<ScriptedEngine>,
-    store: &Path,
-    workspace: &Path,
-    provider: Arc<DockerRunnerProvider>,
-) -> Arc<Runtime> {
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(engine);
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace).unwrap());
-    builder.remote_runner_provider(provider);
-    let config = RuntimeConfig {
-        workspace: Some(workspace.display().to_string()),
-        ..RuntimeConfig::default()
-    };
-    Arc::new(Runtime::new(builder.build().unwrap(), config).unwrap())
-}
 
 /// One tool call's result as the model sees it.
 #[derive(Debug)]
@@ -72,7 +47,12 @@ async fn turn(
         .collect();
     rounds.push(final_round("done"));
     let engine = ScriptedEngine::new(rounds);
-    let runtime = runtime(engine, store.path(), host.path(), Arc::new(provider));
+    let runtime = runtime(
+        std::slice::from_ref(&engine),
+        store.path(),
+        host.path(),
+        Arc::new(provider),
+    );
     let mut events = runtime.subscribe_events();
     let mut request = CreateThreadRequest::in_workspace(host.path().display().to_string());
     request.runner = Some(ThreadRunnerSelection {
@@ -125,27 +105,6 @@ async fn turn(
         "nothing is written in the host workspace"
     );
     (outputs, state, host)
-}
-
-async fn until_turn_ends(
-    events: &mut broadcast::Receiver<EventEnvelope>,
-    thread_id: &str,
-) -> Vec<EventEnvelope> {
-    let mut seen = Vec::new();
-    loop {
-        let envelope = tokio::time::timeout(Duration::from_secs(120), events.recv())
-            .await
-            .expect("the turn should end within 120 s")
-            .expect("the event bus should not lag in tests");
-        if envelope.thread_id != thread_id {
-            continue;
-        }
-        let terminal = envelope.event.is_terminal();
-        seen.push(envelope);
-        if terminal {
-            return seen;
-        }
-    }
 }
 
 fn exec(cmd: &str) -> (&'static str, String) {

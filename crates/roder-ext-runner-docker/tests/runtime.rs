@@ -8,44 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roder_api::events::{EventEnvelope, RoderEvent, RunnerLifecycleAction};
-use roder_api::extension::ExtensionRegistryBuilder;
 use roder_api::remote_runner::{
     RemoteRunnerProvider, RemoteRunnerSession, RunnerFileReadRequest, RunnerFileWriteRequest,
     RunnerSessionState,
 };
-use roder_core::{
-    CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
-};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_core::{CreateThreadRequest, Runtime, StartTurnRequest, ThreadRunnerSelection};
 use roder_ext_runner_docker::{DockerRunnerProvider, labels};
 use roder_testkit::{ScriptedEngine, final_round, tool_round};
 use serde_json::{Value, json};
+use support::runtime::*;
 use support::*;
-use tokio::sync::broadcast;
-
-/// A runtime over `engines`, the builtin tools (host workspace
-/// `workspace`), a JSONL store in `store` and `provider`.
-fn runtime(
-    engines: &[Arc<ScriptedEngine>],
-    store: &Path,
-    workspace: &Path,
-    provider: Arc<DockerRunnerProvider>,
-) -> Arc<Runtime> {
-    let mut builder = ExtensionRegistryBuilder::new();
-    for engine in engines {
-        builder.inference_engine(engine.clone());
-    }
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace).unwrap());
-    builder.remote_runner_provider(provider);
-    let config = RuntimeConfig {
-        workspace: Some(workspace.display().to_string()),
-        ..RuntimeConfig::default()
-    };
-    Arc::new(Runtime::new(builder.build().unwrap(), config).unwrap())
-}
 
 /// A thread bound to the docker runner with `config`, using `engine`.
 async fn docker_thread(
@@ -77,42 +49,6 @@ async fn bind_docker_thread(
         read_roots: Vec::new(),
     });
     Ok(runtime.create_thread_with(request).await?.thread_id)
-}
-
-/// Events of `thread_id` until its turn ends.
-async fn until_turn_ends(
-    events: &mut broadcast::Receiver<EventEnvelope>,
-    thread_id: &str,
-) -> Vec<EventEnvelope> {
-    let mut seen = Vec::new();
-    loop {
-        let envelope = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("the turn should end within 60 s")
-            .expect("the event bus should not lag in tests");
-        if envelope.thread_id != thread_id {
-            continue;
-        }
-        let terminal = envelope.event.is_terminal();
-        seen.push(envelope);
-        if terminal {
-            return seen;
-        }
-    }
-}
-
-fn tool_outputs(events: &[EventEnvelope]) -> Vec<(String, String, bool)> {
-    events
-        .iter()
-        .filter_map(|envelope| match &envelope.event {
-            RoderEvent::ToolCallCompleted(call) => Some((
-                call.tool_name.clone().unwrap_or_default(),
-                call.output.clone().unwrap_or_default(),
-                call.is_error,
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 fn assert_completed(events: &[EventEnvelope]) {

@@ -3,6 +3,8 @@
 //! ways to watch the processes a tool call started.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod replica;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

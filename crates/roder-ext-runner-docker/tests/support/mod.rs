@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod runtime;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
