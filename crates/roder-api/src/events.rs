@@ -51,6 +51,7 @@ pub enum RoderEvent {
     WorkspaceCheckpointFailed(crate::checkpoint::WorkspaceCheckpointFailed),
     ThreadRolledBack(crate::checkpoint::ThreadRolledBack),
     ThreadForked(crate::checkpoint::ThreadForked),
+    ThreadToolsStarted(ThreadToolsStarted),
 }
 
 impl RoderEvent {
@@ -88,6 +89,18 @@ impl RoderEvent {
                 | RoderEvent::TurnDeadlineExceeded(_)
         )
     }
+}
+
+/// Tool sources a client declared for the thread were started (by the
+/// factory `factory`): which are ready, which failed and why, which start in
+/// the thread's runner. Their tools are offered to this thread's turns while
+/// this process holds them; a later `ThreadToolsStarted` of the same factory
+/// replaces them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadToolsStarted {
+    pub thread_id: String,
+    pub factory: String,
+    pub sources: Vec<crate::thread_tools::ToolSourceStatus>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

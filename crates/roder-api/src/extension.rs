@@ -8,6 +8,7 @@ use crate::inference::InferenceEngine;
 use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
 use crate::sandbox_policy::ProtectionReport;
 use crate::thread::ThreadStoreFactory;
+use crate::thread_tools::ThreadToolFactory;
 use crate::tools::ToolContributor;
 use crate::workdir::WorkdirMaterializer;
 
@@ -24,6 +25,7 @@ pub struct ExtensionRegistryBuilder {
     workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     protection_reports: Vec<Arc<dyn ProtectionReport>>,
     workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
+    thread_tool_factories: Vec<Arc<dyn ThreadToolFactory>>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -86,6 +88,13 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// Starts tools a client declares for one thread (MCP servers of an app
+    /// server's `thread/start {mcpServers}`, say). Ids are unique.
+    pub fn thread_tool_factory(&mut self, factory: Arc<dyn ThreadToolFactory>) -> &mut Self {
+        self.thread_tool_factories.push(factory);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -117,6 +126,13 @@ impl ExtensionRegistryBuilder {
                 anyhow::bail!("tool contributor \"{id}\" is installed twice");
             }
         }
+        let mut thread_tool_factories = BTreeMap::new();
+        for factory in self.thread_tool_factories {
+            let id = factory.id();
+            if thread_tool_factories.insert(id.clone(), factory).is_some() {
+                anyhow::bail!("thread tool factory \"{id}\" is installed twice");
+            }
+        }
         Ok(ExtensionRegistry {
             inference_engines,
             thread_store_factory: self.thread_store_factory,
@@ -125,6 +141,7 @@ impl ExtensionRegistryBuilder {
             workdir_materializer: self.workdir_materializer,
             protection_reports: self.protection_reports,
             workspace_checkpointers: self.workspace_checkpointers,
+            thread_tool_factories,
         })
     }
 }
@@ -139,4 +156,5 @@ pub struct ExtensionRegistry {
     pub workdir_materializer: Option<Arc<dyn WorkdirMaterializer>>,
     pub protection_reports: Vec<Arc<dyn ProtectionReport>>,
     pub workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
+    pub thread_tool_factories: BTreeMap<String, Arc<dyn ThreadToolFactory>>,
 }

@@ -20,6 +20,7 @@ pub mod sandbox_policy;
 pub mod stop_reason;
 pub mod thread;
 pub mod thread_id;
+pub mod thread_tools;
 pub mod tools;
 pub mod transcript;
 pub mod workdir;

@@ -81,6 +81,22 @@ pub(crate) fn tool_spec(tool: ExternalToolSpec) -> ToolSpec {
     }
 }
 
+pub(crate) fn tool_source(
+    source: roder_api::thread_tools::ToolSourceStatus,
+) -> protocol::ToolSource {
+    use roder_api::thread_tools::ToolSourceState as State;
+    protocol::ToolSource {
+        name: source.name,
+        state: match source.state {
+            State::Ready => protocol::ToolSourceState::Ready,
+            State::Failed => protocol::ToolSourceState::Failed,
+            State::InRunner => protocol::ToolSourceState::InRunner,
+        },
+        tools: source.tools,
+        error: source.error,
+    }
+}
+
 pub(crate) fn runner_state(state: RunnerSessionState) -> protocol::RunnerState {
     protocol::RunnerState {
         provider_id: state.provider_id,

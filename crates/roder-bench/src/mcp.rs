@@ -1,62 +1,112 @@
-//! `mcp`: what the runtime adds to an MCP tool call. A scripted turn of N
-//! calls of `mcp-server-time`'s `get_current_time` through the runtime (the
-//! `roder-ext-mcp` tool source over stdio, JSONL store, every event
-//! persisted) against N calls of the same tool made directly with an rmcp
-//! client on another instance of the same server, in the same run,
-//! interleaved. `overhead_per_call_ms` is the difference per call. The
-//! context splits it: the tool source's executor called without a runtime,
-//! and the same turn calling a tool that answers at once (the turn loop's
-//! own cost, whatever the tool).
+//! `mcp`: what the runtime adds to an MCP tool call. One `mcp-server-time`
+//! process, started once, serves both sides, so what is compared is the
+//! path to it and not two processes (separate instances of the Python server
+//! differ by up to 2x from one another). Each sample, on that one
+//! connection: a block of direct calls of `get_current_time` with the bare
+//! rmcp peer, then a scripted turn making the same number of calls through
+//! the runtime (the `roder-ext-mcp` tool source, JSONL store, every event
+//! persisted; a new thread each sample, so the transcript stays the size of
+//! one block), then the same turn calling a tool that answers at once (the
+//! turn loop's own cost). `overhead_per_call_ms` is the median over samples
+//! of (runtime - direct) per call, paired within a sample. The context also
+//! has the tool source's executor called without a runtime.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 use roder_api::events::RoderEvent;
 use roder_api::extension::ExtensionRegistryBuilder;
+use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor as _, ToolWorkspace};
 use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
 use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
-use roder_ext_mcp::{McpServerConfig, McpToolSource, ServerStatus};
+use roder_ext_mcp::{McpServerConfig, McpTool, McpToolSource, ServerStatus};
 use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
 
 use crate::figure::{median, print};
 
-const CALLS: usize = 200;
-const REPEATS: usize = 5;
+/// Calls per block.
+const CALLS: usize = 50;
+const SAMPLES: usize = 15;
 const SERVER: &str = "mcp-server-time";
 const TOOL: &str = "get_current_time";
 const ARGUMENTS: &str = r#"{"timezone":"UTC"}"#;
+const NOOP: &str = "noop";
 
 pub async fn run() -> anyhow::Result<()> {
-    let mut direct = Vec::new();
-    let mut tool = Vec::new();
-    let mut runtime = Vec::new();
-    let mut floor = Vec::new();
-    for _ in 0..REPEATS {
-        direct.push(direct_calls(CALLS).await?.as_secs_f64());
-        tool.push(tool_calls(CALLS).await?.as_secs_f64());
-        runtime.push(through_runtime(CALLS, false).await?.as_secs_f64());
-        floor.push(through_runtime(CALLS, true).await?.as_secs_f64());
+    let workspace = tempfile::tempdir()?;
+    let store = tempfile::tempdir()?;
+    let source = McpToolSource::start(
+        vec![McpServerConfig::stdio("time", SERVER, &[])],
+        workspace.path(),
+    )
+    .await?;
+    if let Some((_, ServerStatus::Failed { error, .. })) = source.statuses().first() {
+        return Err(server_missing(error));
     }
-    let per_call_ms = |seconds: f64| seconds * 1000.0 / CALLS as f64;
-    let direct = median(&mut direct);
-    let tool = median(&mut tool);
-    let runtime = median(&mut runtime);
-    let floor = median(&mut floor);
+    let tool = source
+        .tools()
+        .iter()
+        .find(|tool| tool.server_tool_name() == TOOL)
+        .ok_or_else(|| server_missing(format!("no tool {TOOL}")))?
+        .clone();
+    let mcp_name = roder_api::tools::ToolExecutor::spec(tool.as_ref()).name;
+    // Every turn of every sample, in order: an MCP turn then a no-op turn,
+    // each a warm-up call, CALLS timed calls and a final answer.
+    let mut rounds: Vec<ScriptedRound> = Vec::new();
+    for _ in 0..SAMPLES {
+        for name in [mcp_name.as_str(), NOOP] {
+            rounds.extend((0..=CALLS).map(|index| {
+                let id = format!("call-{index}");
+                tool_round(&[(id.as_str(), name, ARGUMENTS)])
+            }));
+            rounds.push(final_round("done"));
+        }
+    }
+    let mut builder = ExtensionRegistryBuilder::new();
+    builder.inference_engine(ScriptedEngine::new(rounds));
+    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
+        base_path: store.path().to_path_buf(),
+    }));
+    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
+        workspace.path(),
+    )?);
+    builder.tool_contributor(Arc::new(source));
+    builder.tool_contributor(Arc::new(NoopContributor));
+    let runtime = Arc::new(Runtime::new(
+        builder.build()?,
+        RuntimeConfig {
+            workspace: Some(workspace.path().display().to_string()),
+            ..RuntimeConfig::default()
+        },
+    )?);
+
+    let per_call_ms = |elapsed: Duration| elapsed.as_secs_f64() * 1000.0 / CALLS as f64;
+    let (mut direct, mut executor, mut through, mut floor, mut overhead) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..SAMPLES {
+        let direct_ms = per_call_ms(direct_calls(&tool).await?);
+        let executor_ms = per_call_ms(executor_calls(&tool).await?);
+        let through_ms = per_call_ms(turn(&runtime).await?);
+        let floor_ms = per_call_ms(turn(&runtime).await?);
+        overhead.push(through_ms - direct_ms);
+        direct.push(direct_ms);
+        executor.push(executor_ms);
+        through.push(through_ms);
+        floor.push(floor_ms);
+    }
     print(
         "mcp",
         "overhead_per_call_ms",
-        per_call_ms(runtime - direct),
+        median(&mut overhead),
         "ms",
-        json!({ "calls": CALLS, "repeats": REPEATS, "server": SERVER, "tool": TOOL,
-            "transport": "stdio",
-            "direct_rmcp_ms_per_call": per_call_ms(direct),
-            "tool_source_ms_per_call": per_call_ms(tool),
-            "runtime_ms_per_call": per_call_ms(runtime),
-            "noop_tool_runtime_ms_per_call": per_call_ms(floor) }),
+        json!({ "calls_per_sample": CALLS, "samples": SAMPLES, "server": SERVER, "tool": TOOL,
+            "transport": "stdio", "same_server_process": true,
+            "direct_rmcp_ms_per_call": median(&mut direct),
+            "tool_source_ms_per_call": median(&mut executor),
+            "runtime_ms_per_call": median(&mut through),
+            "noop_tool_runtime_ms_per_call": median(&mut floor) }),
     );
     Ok(())
 }
@@ -67,39 +117,24 @@ fn server_missing(error: impl std::fmt::Display) -> anyhow::Error {
     )
 }
 
-/// N calls with a bare rmcp client, after one warm-up call.
-async fn direct_calls(calls: usize) -> anyhow::Result<Duration> {
-    let transport =
-        TokioChildProcess::new(tokio::process::Command::new(SERVER)).map_err(server_missing)?;
-    let client = ().serve(transport).await.map_err(server_missing)?;
+/// CALLS bare rmcp calls on the tool source's own connection, after one
+/// warm-up call.
+async fn direct_calls(tool: &McpTool) -> anyhow::Result<Duration> {
+    let peer = tool.connection().peer().await?;
     let arguments: serde_json::Map<String, serde_json::Value> = serde_json::from_str(ARGUMENTS)?;
     let call = || CallToolRequestParams::new(TOOL).with_arguments(arguments.clone());
-    client.call_tool(call()).await?;
+    peer.call_tool(call()).await?;
     let started = Instant::now();
-    for _ in 0..calls {
-        let result = client.call_tool(call()).await?;
+    for _ in 0..CALLS {
+        let result = peer.call_tool(call()).await?;
         anyhow::ensure!(result.is_error != Some(true), "{TOOL} failed: {result:?}");
     }
-    let elapsed = started.elapsed();
-    client.cancel().await?;
-    Ok(elapsed)
+    Ok(started.elapsed())
 }
 
-/// N calls of the source's tool executor itself, without a runtime: what
-/// `roder-ext-mcp` adds, apart from the turn loop.
-async fn tool_calls(calls: usize) -> anyhow::Result<Duration> {
-    use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor as _, ToolWorkspace};
-    let source = McpToolSource::start(
-        vec![McpServerConfig::stdio("time", SERVER, &[])],
-        std::path::Path::new("."),
-    )
-    .await?;
-    let tool = source
-        .tools()
-        .iter()
-        .find(|tool| tool.server_tool_name() == TOOL)
-        .ok_or_else(|| server_missing(format!("no tool {TOOL}")))?
-        .clone();
+/// CALLS calls of the source's tool executor itself, without a runtime:
+/// what `roder-ext-mcp` adds, apart from the turn loop.
+async fn executor_calls(tool: &McpTool) -> anyhow::Result<Duration> {
     let call = ToolCall {
         id: "call".into(),
         name: format!("mcp__time__{TOOL}"),
@@ -108,7 +143,7 @@ async fn tool_calls(calls: usize) -> anyhow::Result<Duration> {
     let context = ToolExecutionContext::for_workspace(ToolWorkspace::None);
     tool.execute(context.clone(), call.clone()).await?;
     let started = Instant::now();
-    for _ in 0..calls {
+    for _ in 0..CALLS {
         let result = tool.execute(context.clone(), call.clone()).await?;
         anyhow::ensure!(!result.is_error, "{TOOL} failed: {}", result.text);
     }
@@ -122,7 +157,7 @@ struct Noop;
 impl roder_api::tools::ToolExecutor for Noop {
     fn spec(&self) -> roder_api::tools::ToolSpec {
         roder_api::tools::ToolSpec {
-            name: "noop".into(),
+            name: NOOP.into(),
             description: "Answers at once.".into(),
             parameters: json!({"type": "object"}),
         }
@@ -153,50 +188,9 @@ impl roder_api::tools::ToolContributor for NoopContributor {
     }
 }
 
-/// A scripted turn of N calls through the runtime. The server is started
-/// (and one call made) before the clock starts, as a configured server is
-/// before a turn. With `noop`, the calls go to a tool that answers at once
-/// instead (the server still runs, idle), which is the turn loop's floor.
-async fn through_runtime(calls: usize, noop: bool) -> anyhow::Result<Duration> {
-    let workspace = tempfile::tempdir()?;
-    let store = tempfile::tempdir()?;
-    let source = McpToolSource::start(
-        vec![McpServerConfig::stdio("time", SERVER, &[])],
-        workspace.path(),
-    )
-    .await?;
-    if let Some((_, ServerStatus::Failed { error, .. })) = source.statuses().first() {
-        return Err(server_missing(error));
-    }
-    let name = if noop {
-        "noop".to_string()
-    } else {
-        format!("mcp__time__{TOOL}")
-    };
-    let mut rounds: Vec<ScriptedRound> = (0..=calls)
-        .map(|index| {
-            let id = format!("call-{index}");
-            tool_round(&[(id.as_str(), name.as_str(), ARGUMENTS)])
-        })
-        .collect();
-    rounds.push(final_round("done"));
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(ScriptedEngine::new(rounds));
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.path().to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
-        workspace.path(),
-    )?);
-    builder.tool_contributor(Arc::new(source));
-    builder.tool_contributor(Arc::new(NoopContributor));
-    let runtime = Arc::new(Runtime::new(
-        builder.build()?,
-        RuntimeConfig {
-            workspace: Some(workspace.path().display().to_string()),
-            ..RuntimeConfig::default()
-        },
-    )?);
+/// The next scripted turn, on a new thread: CALLS + 1 tool calls, timed
+/// from the first call's completion (the warm-up) to the last's.
+async fn turn(runtime: &Arc<Runtime>) -> anyhow::Result<Duration> {
     let thread_id = runtime.create_thread(None).await?.thread_id;
     let mut events = runtime.subscribe_events();
     runtime
@@ -208,26 +202,31 @@ async fn through_runtime(calls: usize, noop: bool) -> anyhow::Result<Duration> {
     let mut errors = 0;
     let mut completed = 0;
     let mut started = None;
+    let mut last = None;
     loop {
         let envelope = events.recv().await?;
+        if envelope.thread_id != thread_id {
+            continue;
+        }
         match envelope.event {
             RoderEvent::ToolCallCompleted(call) => {
                 if call.is_error {
                     errors += 1;
                 }
                 completed += 1;
-                // The first call is the warm-up: the clock starts after it.
-                if completed == 1 {
-                    started = Some(Instant::now());
-                }
+                let now = Instant::now();
+                started.get_or_insert(now);
+                last = Some(now);
             }
             RoderEvent::TurnCompleted(_) => break,
             RoderEvent::TurnFailed(failed) => anyhow::bail!("turn failed: {}", failed.error),
             _ => {}
         }
     }
-    let elapsed = started.map(|started| started.elapsed()).unwrap_or_default();
-    anyhow::ensure!(errors == 0, "{errors} MCP calls failed");
-    anyhow::ensure!(completed == calls + 1, "{completed} calls completed");
-    Ok(elapsed)
+    anyhow::ensure!(errors == 0, "{errors} calls failed");
+    anyhow::ensure!(completed == CALLS + 1, "{completed} calls completed");
+    Ok(match (started, last) {
+        (Some(started), Some(last)) => last - started,
+        _ => Duration::ZERO,
+    })
 }

@@ -14,17 +14,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use roder_api::extension::ExtensionRegistryBuilder;
-use roder_ext_mcp::{McpToolSource, ServerStatus};
+use roder_ext_mcp::{McpThreadTools, McpToolSource, ServerStatus};
 
 use crate::config::Settings;
 
 /// Starts `settings`' MCP servers and adds their tools to `builder`. Stdio
-/// servers start in `workspace` unless they name a `cwd`.
+/// servers start in `workspace` unless they name a `cwd`. Also installs the
+/// factory of servers a client declares per thread (`thread/start
+/// {mcpServers}` of the app server), sharing the tool-list cache.
 pub fn install(
     builder: &mut ExtensionRegistryBuilder,
     settings: &Settings,
     workspace: &Path,
 ) -> anyhow::Result<()> {
+    let cache = settings.home.join("mcp-tools");
+    builder.thread_tool_factory(Arc::new(McpThreadTools::new(Some(cache.clone()))));
     if settings.mcp_servers.is_empty() {
         return Ok(());
     }
@@ -35,7 +39,6 @@ pub fn install(
         anyhow::bail!("MCP servers need the multi-threaded async runtime to start");
     }
     let servers = settings.mcp_servers.clone();
-    let cache = settings.home.join("mcp-tools");
     let source = tokio::task::block_in_place(|| {
         handle.block_on(McpToolSource::start_with_cache(
             servers,

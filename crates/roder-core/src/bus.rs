@@ -74,44 +74,84 @@ impl EventBus {
         cursor: &mut LogCursor,
         thread_id: &str,
         turn_id: Option<&str>,
-        mut event: RoderEvent,
+        event: RoderEvent,
     ) -> anyhow::Result<EventEnvelope> {
-        cursor.stamp(&mut event);
-        // The seq is taken before the append is awaited. If this future is
+        let mut emitted = self
+            .emit_all_locked(cursor, thread_id, turn_id, vec![event])
+            .await?;
+        emitted
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("internal error: an emitted event went missing"))
+    }
+
+    /// Numbers, persists and broadcasts `events` of `thread` in order, in one
+    /// append: a turn step's events cost the store one write, not one each.
+    pub async fn emit_all(
+        &self,
+        thread: &ThreadState,
+        turn_id: Option<&str>,
+        events: Vec<RoderEvent>,
+    ) -> anyhow::Result<Vec<EventEnvelope>> {
+        let mut cursor = thread.log.lock().await;
+        self.emit_all_locked(&mut cursor, &thread.thread_id, turn_id, events)
+            .await
+    }
+
+    async fn emit_all_locked(
+        &self,
+        cursor: &mut LogCursor,
+        thread_id: &str,
+        turn_id: Option<&str>,
+        events: Vec<RoderEvent>,
+    ) -> anyhow::Result<Vec<EventEnvelope>> {
+        // The seqs are taken before the append is awaited. If this future is
         // dropped mid-append (a turn cancelled past its grace period), the
-        // store may or may not have written it; a store that refuses gaps
+        // store may or may not have written them; a store that refuses gaps
         // then refuses the next seq, and `resync` renumbers from the log.
-        let mut envelope = EventEnvelope {
-            seq: cursor.next_seq,
-            timestamp: OffsetDateTime::now_utc(),
-            thread_id: thread_id.to_string(),
-            turn_id: turn_id.map(str::to_string),
-            event,
-        };
-        cursor.next_seq += 1;
-        let mut appended = self.append(cursor, thread_id, &envelope).await;
-        if appended.is_err() && self.resync(cursor, thread_id, &mut envelope).await {
-            appended = self.append(cursor, thread_id, &envelope).await;
+        let first_seq = cursor.next_seq;
+        let timestamp = OffsetDateTime::now_utc();
+        let mut envelopes: Vec<EventEnvelope> = events
+            .into_iter()
+            .zip(first_seq..)
+            .map(|(mut event, seq)| {
+                cursor.stamp(&mut event);
+                EventEnvelope {
+                    seq,
+                    timestamp,
+                    thread_id: thread_id.to_string(),
+                    turn_id: turn_id.map(str::to_string),
+                    event,
+                }
+            })
+            .collect();
+        if envelopes.is_empty() {
+            return Ok(envelopes);
+        }
+        cursor.next_seq = first_seq + envelopes.len() as u64;
+        let mut appended = self.append(cursor, thread_id, &envelopes).await;
+        if appended.is_err() && self.resync(cursor, thread_id, &mut envelopes).await {
+            appended = self.append(cursor, thread_id, &envelopes).await;
         }
         if let Err(error) = appended {
-            cursor.next_seq = envelope.seq;
+            cursor.next_seq = envelopes.first().map_or(first_seq, |first| first.seq);
             return Err(anyhow::anyhow!(
                 "could not persist event of thread \"{thread_id}\": {error:#}"
             ));
         }
-        cursor.observe(&envelope);
-        // No receivers is fine: nobody is watching.
-        let _ = self.sender.send(envelope.clone());
-        Ok(envelope)
+        for envelope in &envelopes {
+            cursor.observe(envelope);
+            // No receivers is fine: nobody is watching.
+            let _ = self.sender.send(envelope.clone());
+        }
+        Ok(envelopes)
     }
 
     async fn append(
         &self,
         cursor: &LogCursor,
         thread_id: &str,
-        envelope: &EventEnvelope,
+        batch: &[EventEnvelope],
     ) -> anyhow::Result<()> {
-        let batch = std::slice::from_ref(envelope);
         match &cursor.writer {
             Some(lease) => {
                 self.store
@@ -122,31 +162,36 @@ impl EventBus {
         }
     }
 
-    /// After a failed append: when the log ends before `envelope.seq - 1`
-    /// (an earlier append was dropped and never written), renumbers
-    /// `envelope` to follow the log and says to try again. A log that
-    /// reaches `envelope.seq` or beyond means another writer: no retry.
+    /// After a failed append: when the log ends before the batch's first
+    /// seq - 1 (an earlier append was dropped and never written), renumbers
+    /// the batch to follow the log and says to try again. A log that
+    /// reaches the first seq or beyond means another writer: no retry.
     async fn resync(
         &self,
         cursor: &mut LogCursor,
         thread_id: &str,
-        envelope: &mut EventEnvelope,
+        envelopes: &mut [EventEnvelope],
     ) -> bool {
+        let Some(wanted) = envelopes.first().map(|first| first.seq) else {
+            return false;
+        };
         let Ok(events) = self.store.load_events(thread_id, 0).await else {
             return false;
         };
         let on_disk = events.last().map_or(0, |last| last.seq);
-        if on_disk + 1 >= envelope.seq {
+        if on_disk + 1 >= wanted {
             return false;
         }
         tracing::warn!(
             thread_id,
             on_disk,
-            wanted = envelope.seq,
+            wanted,
             "an earlier append never reached the log; renumbering from it"
         );
-        envelope.seq = on_disk + 1;
-        cursor.next_seq = envelope.seq + 1;
+        for (envelope, seq) in envelopes.iter_mut().zip(on_disk + 1..) {
+            envelope.seq = seq;
+        }
+        cursor.next_seq = on_disk + 1 + envelopes.len() as u64;
         true
     }
 }

@@ -53,6 +53,7 @@ impl Runtime {
                 .specs()
                 .into_iter()
                 .chain(metadata.external_tools.iter().cloned())
+                .chain(self.thread_tools.of(thread_id).specs())
                 .collect();
             let request = AgentInferenceRequest {
                 model: model.clone(),

@@ -106,6 +106,9 @@ impl Runtime {
             let metadata = self
                 .create_thread_with_sandbox(request, source.sandbox.clone())
                 .await?;
+            // The fork is offered the tools the client declared for its
+            // source (the same host servers; sandboxed ones start in its own).
+            self.thread_tools.share(thread_id, &metadata.thread_id);
             let adopted = async {
                 checkpointer.adopt(&forked, &metadata.thread_id).await?;
                 let fork = self.thread_state(&metadata.thread_id).await?;

@@ -34,6 +34,7 @@ mod rollback;
 mod routing;
 mod runner;
 pub mod runtime;
+mod thread_tools;
 mod threads;
 mod turn;
 mod workdirs;

@@ -43,6 +43,7 @@ pub(crate) fn offered_tools(runtime: &Runtime, plan: &TurnPlan) -> Vec<ToolSpec>
         .into_iter()
         .filter(|spec| has_workspace || !is_workspace_tool(&spec.name))
         .chain(plan.external_tools.iter().cloned())
+        .chain(plan.thread_tools.specs())
         .filter(|spec| check(runtime, plan, &spec.name).is_ok())
         .collect()
 }

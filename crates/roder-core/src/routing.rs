@@ -16,6 +16,10 @@
 //!    provider's lease), with the deadline's remaining seconds measured after
 //!    both waits.
 //! 5. Any other tool runs directly.
+//!
+//! Tools the client declared for the thread (`thread_tools.rs`) take the
+//! same path as installed ones: a declared tool that `runs_in_workspace`
+//! (an MCP server inside the sandbox) goes to the runner like `shell`.
 
 use std::path::Path;
 
@@ -83,17 +87,21 @@ async fn route(
     if plan.is_external_tool(&call.name) {
         return Ok((external(ctx, call).await?, false));
     }
-    let tool = runtime.tools.get(&call.name).ok_or_else(|| {
-        let available: Vec<String> = policy::offered_tools(runtime, plan)
-            .into_iter()
-            .map(|spec| spec.name)
-            .collect();
-        anyhow::anyhow!(
-            "unknown tool \"{}\" (available: {})",
-            call.name,
-            available.join(", ")
-        )
-    })?;
+    let tool = plan
+        .thread_tools
+        .get(&call.name)
+        .or_else(|| runtime.tools.get(&call.name))
+        .ok_or_else(|| {
+            let available: Vec<String> = policy::offered_tools(runtime, plan)
+                .into_iter()
+                .map(|spec| spec.name)
+                .collect();
+            anyhow::anyhow!(
+                "unknown tool \"{}\" (available: {})",
+                call.name,
+                available.join(", ")
+            )
+        })?;
     let tool_call = ToolCall {
         id: call.id.clone(),
         name: call.name.clone(),

@@ -49,6 +49,10 @@ pub struct Runtime {
     pub(crate) writer_identity: roder_api::writer_lease::WriterIdentity,
     /// Per-turn checkpoints, rollback and fork (`checkpoint.rs`).
     pub(crate) checkpointers: Vec<Arc<dyn roder_api::checkpoint::WorkspaceCheckpointer>>,
+    /// Starts tools clients declare per thread (`thread_tools.rs`).
+    pub(crate) thread_tool_factories:
+        BTreeMap<String, Arc<dyn roder_api::thread_tools::ThreadToolFactory>>,
+    pub(crate) thread_tools: crate::thread_tools::ThreadToolTable,
 }
 
 impl Runtime {
@@ -106,6 +110,8 @@ impl Runtime {
             writer_identity: crate::writer::identity(),
             protection_reports: registry.protection_reports,
             checkpointers: registry.workspace_checkpointers,
+            thread_tool_factories: registry.thread_tool_factories,
+            thread_tools: Default::default(),
         })
     }
 

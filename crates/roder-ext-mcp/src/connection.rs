@@ -193,6 +193,13 @@ impl McpConnection {
         }
     }
 
+    /// The running server's rmcp peer, started if it is down: a bare client
+    /// of the very same process and pipes, for a benchmark that compares a
+    /// call through Roder with a direct one.
+    pub async fn peer(&self) -> anyhow::Result<rmcp::Peer<RoleClient>> {
+        Ok(self.live().await?.client.peer().clone())
+    }
+
     /// Stops the server now (tests, shutdown); the next call starts it again.
     pub async fn stop(&self) {
         let mut slot = self.slot.lock().await;

@@ -26,12 +26,14 @@
 
 pub mod config;
 pub mod connection;
+pub mod declaration;
 pub mod names;
 pub mod result;
 mod runner_process;
 pub mod runner_server;
 pub mod source;
 mod stdio;
+pub mod thread_factory;
 pub mod tool;
 pub mod tool_cache;
 
@@ -43,4 +45,5 @@ pub use connection::McpConnection;
 pub use runner_server::RunnerServer;
 pub use source::{McpToolSource, ServerStatus};
 pub use stdio::BASE_ENV;
+pub use thread_factory::McpThreadTools;
 pub use tool::McpTool;

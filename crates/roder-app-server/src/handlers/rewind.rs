@@ -77,5 +77,6 @@ pub(crate) async fn fork(
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
         thread: convert::thread_info(metadata),
+        tool_sources: Vec::new(),
     })
 }

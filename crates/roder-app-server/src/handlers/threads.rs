@@ -1,6 +1,7 @@
 //! `thread/*`.
 
 use roder_api::thread::ThreadMetadata;
+use roder_api::thread_tools::MCP_SERVERS;
 use roder_core::{CreateThreadRequest, ThreadRunnerSelection};
 use serde_json::Value;
 
@@ -11,7 +12,7 @@ use crate::protocol::{
     ThreadCompactResult, ThreadEventsParams, ThreadEventsResult, ThreadHistoryParams,
     ThreadHistoryResult, ThreadIdParams, ThreadListParams, ThreadListResult, ThreadReadResult,
     ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadStartParams,
-    ThreadUnsubscribeResult, WorkdirSelection,
+    ThreadUnsubscribeResult, ToolSource, WorkdirSelection,
 };
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
@@ -39,6 +40,15 @@ pub(crate) async fn start(
                 .to_string(),
         },
     };
+    // A declaration the runtime cannot take is refused before the thread
+    // exists.
+    if let Some(servers) = &params.mcp_servers {
+        runtime
+            .check_thread_tools(MCP_SERVERS, servers)
+            .map_err(|error| {
+                RpcError::invalid_params("thread/start", "mcpServers", format!("{error:#}"))
+            })?;
+    }
     let mut request = CreateThreadRequest::in_workspace(workspace);
     request.title = params.title;
     request.provider = params.provider;
@@ -87,6 +97,7 @@ pub(crate) async fn start(
         None => runtime.create_thread_with(request).await,
     };
     let metadata = created.map_err(RpcError::from_runtime)?;
+    let tool_sources = start_mcp_servers(context, &metadata.thread_id, params.mcp_servers).await?;
     context
         .subscriptions
         .subscribe(&metadata.thread_id, 0)
@@ -94,22 +105,55 @@ pub(crate) async fn start(
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
         thread: convert::thread_info(metadata),
+        tool_sources,
     })
+}
+
+/// Starts the thread's declared MCP servers (`Runtime::start_thread_tools`).
+async fn start_mcp_servers(
+    context: &Context,
+    thread_id: &str,
+    servers: Option<Value>,
+) -> Result<Vec<ToolSource>, RpcError> {
+    let Some(servers) = servers else {
+        return Ok(Vec::new());
+    };
+    let started = context
+        .runtime
+        .start_thread_tools(thread_id, MCP_SERVERS, servers)
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(started
+        .sources
+        .into_iter()
+        .map(convert::tool_source)
+        .collect())
 }
 
 pub(crate) async fn resume(
     context: &Context,
     params: ThreadResumeParams,
 ) -> Result<ThreadResumeResult, RpcError> {
+    if let Some(servers) = &params.mcp_servers {
+        context
+            .runtime
+            .check_thread_tools(MCP_SERVERS, servers)
+            .map_err(|error| {
+                RpcError::invalid_params("thread/resume", "mcpServers", format!("{error:#}"))
+            })?;
+    }
+    // Started before the subscription, so their event is in the replay.
+    let (metadata, _) = load(context, &params.thread_id).await?;
+    let tool_sources = start_mcp_servers(context, &params.thread_id, params.mcp_servers).await?;
     let last_seq = context
         .subscriptions
         .subscribe(&params.thread_id, params.after_seq)
         .await
         .map_err(RpcError::from_runtime)?;
-    let (metadata, _) = load(context, &params.thread_id).await?;
     Ok(ThreadResumeResult {
         thread: convert::thread_info(metadata),
         last_seq,
+        tool_sources,
     })
 }
 
@@ -252,6 +296,7 @@ pub(crate) async fn archive(
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
         thread: convert::thread_info(metadata),
+        tool_sources: Vec::new(),
     })
 }
 

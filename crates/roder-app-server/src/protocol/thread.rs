@@ -1,5 +1,7 @@
 //! `thread/*`: create, subscribe, read, list, page through events, archive.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,6 +40,16 @@ pub struct ThreadStartParams {
     /// `runner`: the working directory's provider is the runner.
     #[serde(default)]
     pub workdir: Option<WorkdirSelection>,
+    /// MCP servers for this thread only, by name: each `{command, args?,
+    /// env?, cwd?, placement?}` or `{url}`, plus `enabledTools`,
+    /// `disabledTools`, `startupTimeoutSec`, `toolTimeoutSec`, `enabled`
+    /// (the keys of a `[mcp_servers.NAME]` table). Never persisted: after
+    /// this server restarts, declare them again with `thread/resume`.
+    /// Started before the answer, which lists each one's state in
+    /// `toolSources`; one that fails to start fails nothing else.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub mcp_servers: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -85,6 +97,33 @@ pub enum WorkdirSelection {
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResult {
     pub thread: ThreadInfo,
+    /// How each of the `mcpServers` given came up (absent when none were).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_sources: Vec<ToolSource>,
+}
+
+/// One tool source declared for a thread (an entry of `mcpServers`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSource {
+    pub name: String,
+    pub state: ToolSourceState,
+    /// Its tools' names as the model sees them (`mcp__NAME__TOOL`).
+    pub tools: Vec<String>,
+    /// Why it is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSourceState {
+    Ready,
+    /// Did not start (`error` says why); its known tools answer error
+    /// results, or start it, when called.
+    Failed,
+    /// Starts inside the thread's sandbox on the first call of its tools.
+    InRunner,
 }
 
 /// Subscribe to a thread's events (again): every event after `afterSeq` is
@@ -97,6 +136,11 @@ pub struct ThreadResumeParams {
     /// The last seq you have (0: replay the whole log).
     #[serde(default)]
     pub after_seq: u64,
+    /// As in `thread/start`: MCP servers for this thread, in place of the
+    /// ones declared before (which this server holds only while it runs).
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Value>>")]
+    pub mcp_servers: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -105,6 +149,9 @@ pub struct ThreadResumeResult {
     pub thread: ThreadInfo,
     /// The last seq sent before this answer; live events follow it.
     pub last_seq: u64,
+    /// How each of the `mcpServers` given came up (absent when none were).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_sources: Vec<ToolSource>,
 }
 
 /// Methods that only name a thread.

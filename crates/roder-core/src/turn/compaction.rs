@@ -61,11 +61,21 @@ const PRUNE_MIN_BYTES: usize = 256;
 /// Estimated tokens of one request: its bytes / 4 (instructions, developer
 /// context, transcript and tool specs).
 pub(crate) fn estimate_tokens(request: &AgentInferenceRequest) -> u64 {
-    let tools: usize = request
-        .tools
+    estimate_with_tool_bytes(request, tool_bytes(&request.tools))
+}
+
+/// The bytes of `tools` as the model receives them (their schemas
+/// serialised): measured once per turn, since every request of a turn
+/// carries the same tools.
+pub(crate) fn tool_bytes(tools: &[roder_api::tools::ToolSpec]) -> usize {
+    tools
         .iter()
         .map(|tool| tool.name.len() + tool.description.len() + tool.parameters.to_string().len())
-        .sum();
+        .sum()
+}
+
+/// [`estimate_tokens`] of a request whose tools are `tools` bytes.
+pub(crate) fn estimate_with_tool_bytes(request: &AgentInferenceRequest, tools: usize) -> u64 {
     let bytes = request.instructions.len()
         + request.developer_context.as_ref().map_or(0, String::len)
         + transcript_bytes(&request.transcript)

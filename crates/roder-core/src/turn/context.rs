@@ -14,6 +14,14 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::Runtime;
 use crate::turn::plan::TurnPlan;
 
+/// Whether an event goes out now or with the next one
+/// ([`TurnContext::defer`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Emit {
+    Now,
+    Deferred,
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct TurnContext<'a> {
     pub runtime: &'a Runtime,
@@ -37,23 +45,59 @@ impl<'a> TurnContext<'a> {
         &self.plan.active.cancellation
     }
 
-    /// Numbers, persists and publishes one event of the turn.
+    /// Numbers, persists and publishes one event of the turn, after the
+    /// events deferred before it, all in one append.
     pub async fn emit(&self, event: RoderEvent) -> anyhow::Result<()> {
-        self.runtime
-            .bus
-            .emit(&self.plan.thread, Some(&self.plan.turn_id), event)
-            .await
-            .map(|_| ())
+        let mut events = self.plan.take_deferred();
+        events.push(event);
+        self.emit_all(events).await
+    }
+
+    /// Queues `event` to go out with the turn's next emitted event (or
+    /// [`flush`](Self::flush)), in the same order and one store append.
+    ///
+    /// Why: a tool step's events come in two bursts (the model's call, its
+    /// request and start; then its completion, result and the next round's
+    /// start), and one append per burst instead of per event is most of
+    /// what the runtime costs per step. Only for events followed at once by
+    /// another emit: nothing a client waits on or that acts on the world
+    /// (a tool's execution, a model request) may come between.
+    pub fn defer(&self, event: RoderEvent) {
+        self.plan.defer(event);
     }
 
     /// Appends `item` to the thread's transcript (an event like any other).
     pub async fn append(&self, item: TranscriptItem) -> anyhow::Result<()> {
-        self.emit(RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
+        self.emit(self.transcript_event(item)).await
+    }
+
+    /// [`append`](Self::append), [deferred](Self::defer).
+    pub fn defer_append(&self, item: TranscriptItem) {
+        self.defer(self.transcript_event(item));
+    }
+
+    /// Emits what was deferred, if anything.
+    pub async fn flush(&self) -> anyhow::Result<()> {
+        self.emit_all(self.plan.take_deferred()).await
+    }
+
+    async fn emit_all(&self, events: Vec<RoderEvent>) -> anyhow::Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.runtime
+            .bus
+            .emit_all(&self.plan.thread, Some(&self.plan.turn_id), events)
+            .await
+            .map(|_| ())
+    }
+
+    fn transcript_event(&self, item: TranscriptItem) -> RoderEvent {
+        RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
             thread_id: self.thread_id(),
             turn_id: self.turn_id(),
             item,
-        }))
-        .await
+        })
     }
 
     /// Runs `work` unless the turn is cancelled first: a model that stops

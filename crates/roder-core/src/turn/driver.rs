@@ -103,6 +103,10 @@ pub(crate) async fn drive(runtime: Arc<Runtime>, plan: TurnPlan) {
         ending
     };
     close_open_calls(ctx, &open_calls, ending.open_call_note()).await;
+    // Deferred events go before the terminal one.
+    if let Err(error) = ctx.flush().await {
+        tracing::warn!("could not record the turn's last events: {error:#}");
+    }
     finish(&runtime, &plan, ending).await;
 }
 

@@ -15,7 +15,7 @@
 
 use roder_api::inference::{AgentInferenceRequest, TokenUsage};
 
-use crate::turn::compaction::estimate_tokens;
+use crate::turn::compaction::{estimate_tokens, estimate_with_tool_bytes, tool_bytes};
 
 /// Ratios outside this (tokens per estimated token, in percent) are taken
 /// as a provider's counting glitch and clamped.
@@ -26,6 +26,10 @@ pub(crate) struct Gauge {
     last: Option<Measured>,
     /// Whether the last answered request is a prefix of the next one.
     continues: bool,
+    /// The bytes of the turn's tools, when known (every request of a turn
+    /// carries the same): serialising their schemas each round is most of
+    /// what an estimate costs.
+    tool_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -51,9 +55,25 @@ impl Measured {
 }
 
 impl Gauge {
+    /// A gauge for the requests of a turn offered `tools`.
+    pub fn for_tools(tools: &[roder_api::tools::ToolSpec]) -> Self {
+        Self {
+            tool_bytes: Some(tool_bytes(tools)),
+            ..Self::default()
+        }
+    }
+
+    /// Bytes / 4 of `request`.
+    pub fn estimate(&self, request: &AgentInferenceRequest) -> u64 {
+        match self.tool_bytes {
+            Some(tools) => estimate_with_tool_bytes(request, tools),
+            None => estimate_tokens(request),
+        }
+    }
+
     /// Tokens of `request`, calibrated by the last answered request.
     pub fn size(&self, request: &AgentInferenceRequest) -> u64 {
-        let estimate = estimate_tokens(request);
+        let estimate = self.estimate(request);
         match self.last {
             Some(last) if self.continues && estimate >= last.estimate => last
                 .reported
@@ -75,10 +95,17 @@ impl Gauge {
     }
 
     /// The provider answered `request` and counted `usage`.
+    #[cfg(test)]
     pub fn answered(&mut self, request: &AgentInferenceRequest, usage: &TokenUsage) {
+        self.answered_estimate(self.estimate(request), usage);
+    }
+
+    /// The provider answered a request of `estimate` ([`Gauge::estimate`])
+    /// and counted `usage`.
+    pub fn answered_estimate(&mut self, estimate: u64, usage: &TokenUsage) {
         if usage.input_tokens > 0 {
             self.last = Some(Measured {
-                estimate: estimate_tokens(request).max(1),
+                estimate: estimate.max(1),
                 reported: usage.input_tokens,
             });
             self.continues = true;

@@ -32,6 +32,9 @@ pub(crate) struct TurnPlan {
     pub reasoning: Option<ReasoningEffort>,
     pub workspace: TurnWorkspace,
     pub external_tools: Vec<ToolSpec>,
+    /// Tools the client declared for this thread, as they were when the
+    /// turn started.
+    pub thread_tools: Arc<crate::thread_tools::ThreadTools>,
     pub thread_allowlist: Vec<String>,
     pub deadline: TurnDeadline,
     pub deadline_seconds: Option<u64>,
@@ -43,6 +46,8 @@ pub(crate) struct TurnPlan {
     pub usage: std::sync::Mutex<roder_api::inference::TokenUsage>,
     /// The thread's writer lease, held until the terminal event is written.
     pub writer: std::sync::Mutex<Option<WriterGuard>>,
+    /// Events waiting to go out with the next one (`TurnContext::defer`).
+    pub deferred: std::sync::Mutex<Vec<roder_api::events::RoderEvent>>,
 }
 
 impl TurnPlan {
@@ -69,6 +74,22 @@ impl TurnPlan {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    pub fn defer(&self, event: roder_api::events::RoderEvent) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(event);
+    }
+
+    pub fn take_deferred(&self) -> Vec<roder_api::events::RoderEvent> {
+        std::mem::take(
+            &mut *self
+                .deferred
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     pub fn is_external_tool(&self, name: &str) -> bool {

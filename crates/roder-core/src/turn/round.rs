@@ -12,7 +12,7 @@ use roder_api::transcript::TranscriptItem;
 
 use crate::policy;
 use crate::turn::compaction::{self, CompactionInput, Limits};
-use crate::turn::context::TurnContext;
+use crate::turn::context::{Emit, TurnContext};
 use crate::turn::gauge::Gauge;
 use crate::turn::model::{self, ModelResponse, PhasedText};
 use crate::turn::record::OpenCalls;
@@ -39,7 +39,7 @@ pub(crate) async fn run_rounds(
         &ctx.runtime.config.reliability,
     )
     .await;
-    let mut gauge = Gauge::default();
+    let mut gauge = Gauge::for_tools(&tools);
     let mut round = 0u32;
     loop {
         round = round.saturating_add(1);
@@ -50,19 +50,21 @@ pub(crate) async fn run_rounds(
         }))
         .await?;
         let response = request_fitting(ctx, &tools, &limits, &mut gauge, &mut usage).await?;
-        record_usage(ctx, &mut usage, &response.usage).await?;
+        // This response's events go out with the next one emitted (the first
+        // tool call's start, or the turn's end).
+        record_usage(ctx, &mut usage, &response.usage, Emit::Deferred).await?;
         let last = response.tool_calls.is_empty() || response.cut_off_call.is_some();
         for reasoning in response.reasoning_transcript() {
-            ctx.append(reasoning).await?;
+            ctx.defer_append(reasoning);
         }
         if last {
             // The answer is stored once, in `TurnCompleted`; only the
             // commentary before it becomes transcript messages here.
             let (commentary, answer) = response.split_answer();
-            append_messages(ctx, commentary).await?;
+            append_messages(ctx, commentary);
             return Ok(finished(&response, answer, usage));
         }
-        append_messages(ctx, response.messages.iter().collect()).await?;
+        append_messages(ctx, response.messages.iter().collect());
         run_tool_calls(ctx, open_calls, &response).await?;
     }
 }
@@ -98,20 +100,22 @@ async fn request_fitting(
     gauge: &mut Gauge,
     usage: &mut TokenUsage,
 ) -> anyhow::Result<ModelResponse> {
-    let (request, response) = send_fitting(ctx, tools, limits, gauge, usage).await?;
-    gauge.answered(&request, &response.usage);
+    let (estimate, response) = send_fitting(ctx, tools, limits, gauge, usage).await?;
+    gauge.answered_estimate(estimate, &response.usage);
     Ok(response)
 }
 
-/// [`request_fitting`]'s work; returns the request that was answered.
+/// [`request_fitting`]'s work; returns the estimate of the request that was
+/// answered. Requests are moved to the engine, not copied: the copy of a
+/// turn's tools and transcript is a large part of a step's cost.
 async fn send_fitting(
     ctx: TurnContext<'_>,
     tools: &[ToolSpec],
     limits: &Limits,
     gauge: &mut Gauge,
     usage: &mut TokenUsage,
-) -> anyhow::Result<(AgentInferenceRequest, ModelResponse)> {
-    let (mut request, mut last_seq) = next_request(ctx, tools).await;
+) -> anyhow::Result<(u64, ModelResponse)> {
+    let (mut request, last_seq) = next_request(ctx, tools).await;
     if let Some(threshold) = limits.threshold
         && gauge.size(&request) > threshold
     {
@@ -127,7 +131,7 @@ async fn send_fitting(
         match compacted {
             Ok(()) => {
                 gauge.compacted();
-                (request, last_seq) = next_request(ctx, tools).await;
+                (request, _) = next_request(ctx, tools).await;
             }
             Err(error) => {
                 if ctx.cancellation().is_cancelled() {
@@ -149,17 +153,20 @@ async fn send_fitting(
             }
         }
     }
-    let first = model::request(ctx, request.clone()).await;
+    let refused = gauge.estimate(&request);
+    let first = model::request(ctx, request).await;
     let overflow = match &first {
         Err(error) => error.downcast_ref::<ContextOverflow>().cloned(),
         Ok(_) => None,
     };
     let Some(overflow) = overflow else {
-        return first.map(|response| (request, response));
+        return first.map(|response| (refused, response));
     };
+    // The refused request again (nothing was appended since): compaction
+    // summarises it.
+    let (request, last_seq) = next_request(ctx, tools).await;
     // Aim under what the provider refused (in the estimate's units, as
     // compaction measures).
-    let refused = compaction::estimate_tokens(&request);
     let threshold = limits
         .threshold
         .map_or(refused, |threshold| {
@@ -184,16 +191,15 @@ async fn send_fitting(
     })?;
     gauge.compacted();
     let (request, _) = next_request(ctx, tools).await;
-    let response = model::request(ctx, request.clone())
-        .await
-        .map_err(|error| {
-            if error.downcast_ref::<ContextOverflow>().is_some() {
-                error.context("the request is still too long after compacting the thread once")
-            } else {
-                error
-            }
-        })?;
-    Ok((request, response))
+    let estimate = gauge.estimate(&request);
+    let response = model::request(ctx, request).await.map_err(|error| {
+        if error.downcast_ref::<ContextOverflow>().is_some() {
+            error.context("the request is still too long after compacting the thread once")
+        } else {
+            error
+        }
+    })?;
+    Ok((estimate, response))
 }
 
 /// Compacts the thread inside the turn: one `ContextCompacted` event once the
@@ -223,7 +229,7 @@ async fn compact_in_turn(
         turn_id: Some(ctx.turn_id()),
     };
     let compaction = compaction::compact(input).await?;
-    record_usage(ctx, usage, &compaction.usage).await?;
+    record_usage(ctx, usage, &compaction.usage, Emit::Now).await?;
     let recorded = ctx
         .runtime
         .bus
@@ -243,32 +249,39 @@ async fn record_usage(
     ctx: TurnContext<'_>,
     usage: &mut TokenUsage,
     request_usage: &TokenUsage,
+    emit: Emit,
 ) -> anyhow::Result<()> {
     if *request_usage == TokenUsage::default() {
         return Ok(());
     }
     usage.add(request_usage);
     ctx.plan.add_usage(request_usage);
-    ctx.emit(RoderEvent::UsageUpdated(UsageUpdated {
+    let event = RoderEvent::UsageUpdated(UsageUpdated {
         thread_id: ctx.thread_id(),
         turn_id: ctx.turn_id(),
         usage: request_usage.clone(),
         turn_total: usage.clone(),
-    }))
-    .await
-}
-
-/// Appends each phase's text as a transcript message.
-async fn append_messages(ctx: TurnContext<'_>, messages: Vec<&PhasedText>) -> anyhow::Result<()> {
-    for message in messages {
-        if !message.text.is_empty() {
-            ctx.append(TranscriptItem::AssistantMessage {
-                text: message.text.clone(),
-            })
-            .await?;
+    });
+    match emit {
+        Emit::Now => ctx.emit(event).await,
+        Emit::Deferred => {
+            ctx.defer(event);
+            Ok(())
         }
     }
-    Ok(())
+}
+
+/// Appends each phase's text as a transcript message ([deferred]).
+///
+/// [deferred]: TurnContext::defer
+fn append_messages(ctx: TurnContext<'_>, messages: Vec<&PhasedText>) {
+    for message in messages {
+        if !message.text.is_empty() {
+            ctx.defer_append(TranscriptItem::AssistantMessage {
+                text: message.text.clone(),
+            });
+        }
+    }
 }
 
 /// The turn's outcome from its last response. A tool call cut off
@@ -301,47 +314,48 @@ async fn run_tool_calls(
     open_calls: &OpenCalls,
     response: &ModelResponse,
 ) -> anyhow::Result<()> {
+    // Announced with the first call's start, in one append.
     for call in &response.tool_calls {
         open_calls.open(&call.id, &call.name);
-        ctx.append(TranscriptItem::ToolCall {
+        ctx.defer_append(TranscriptItem::ToolCall {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
-        })
-        .await?;
-        ctx.emit(RoderEvent::ToolCallRequested(ToolCallRequested {
+        });
+        ctx.defer(RoderEvent::ToolCallRequested(ToolCallRequested {
             thread_id: ctx.thread_id(),
             turn_id: ctx.turn_id(),
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
-        }))
-        .await?;
+        }));
     }
-    let results = if ctx.plan.parallel_tool_calls {
+    let results = if ctx.plan.parallel_tool_calls && response.tool_calls.len() > 1 {
+        // Each completion goes out as it happens: a client watches them.
         futures::future::join_all(
             response
                 .tool_calls
                 .iter()
-                .map(|call| tool_call::run(ctx, open_calls, call)),
+                .map(|call| tool_call::run(ctx, open_calls, call, Emit::Now)),
         )
         .await
     } else {
+        // One at a time: a completion goes out with what follows it (the
+        // next call's start, or the results and the next round's start).
         let mut results = Vec::with_capacity(response.tool_calls.len());
         for call in &response.tool_calls {
-            results.push(tool_call::run(ctx, open_calls, call).await);
+            results.push(tool_call::run(ctx, open_calls, call, Emit::Deferred).await);
         }
         results
     };
     for result in results {
         let result = result?;
-        ctx.append(TranscriptItem::ToolResult {
+        ctx.defer_append(TranscriptItem::ToolResult {
             id: result.id.clone(),
             name: result.name.clone(),
             output: result.text,
             is_error: result.is_error,
-        })
-        .await?;
+        });
         open_calls.answered(&result.id);
     }
     Ok(())

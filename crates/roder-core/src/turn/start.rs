@@ -150,6 +150,7 @@ impl Runtime {
             reasoning: request.reasoning_override.or(self.config.reasoning),
             workspace,
             external_tools: metadata.external_tools,
+            thread_tools: self.thread_tools.of(&thread.thread_id),
             thread_allowlist: metadata.tool_allowlist,
             deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
             deadline_seconds: self.config.turn_deadline_seconds,
@@ -157,6 +158,7 @@ impl Runtime {
             sandbox,
             usage: Default::default(),
             writer: std::sync::Mutex::new(Some(writer)),
+            deferred: Default::default(),
         })
     }
 

@@ -10,17 +10,19 @@ use roder_api::inference::ToolCallCompleted as ModelToolCall;
 use roder_api::tools::ToolResult;
 
 use crate::routing::{self, RoutedResult};
-use crate::turn::context::TurnContext;
+use crate::turn::context::{Emit, TurnContext};
 use crate::turn::record::OpenCalls;
 
 /// Runs `call`, records its outcome in `open_calls` and returns its result.
 /// Only a failure to write the log is an error: everything that goes wrong
 /// with the call itself (bad arguments, a refused path, a panicking tool) is
-/// an error *result* the model reads.
+/// an error *result* the model reads. `completion` says whether its
+/// `ToolCallCompleted` goes out now or with the turn's next event.
 pub(crate) async fn run(
     ctx: TurnContext<'_>,
     open_calls: &OpenCalls,
     call: &ModelToolCall,
+    completion: Emit,
 ) -> anyhow::Result<ToolResult> {
     ctx.emit(RoderEvent::ToolCallStarted(ToolCallStarted {
         thread_id: ctx.thread_id(),
@@ -50,7 +52,7 @@ pub(crate) async fn run(
             .await?;
         }
     }
-    ctx.emit(RoderEvent::ToolCallCompleted(ToolCallCompleted {
+    let completed = RoderEvent::ToolCallCompleted(ToolCallCompleted {
         thread_id: ctx.thread_id(),
         turn_id: ctx.turn_id(),
         call_id: call.id.clone(),
@@ -59,8 +61,11 @@ pub(crate) async fn run(
         is_error: result.is_error,
         data: result.data.clone(),
         duration_ms,
-    }))
-    .await?;
+    });
+    match completion {
+        Emit::Now => ctx.emit(completed).await?,
+        Emit::Deferred => ctx.defer(completed),
+    }
     open_calls.finish(&result);
     Ok(result)
 }
