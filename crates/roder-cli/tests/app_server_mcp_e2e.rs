@@ -13,25 +13,7 @@ use std::path::Path;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
 use serde_json::{Value, json};
 use support::replica::Replica;
-use support::write_config;
-
-/// Whether `mcp-server-time` runs; under `CI=true` a missing one panics,
-/// since `.ci/run` installs it.
-fn time_server_installed() -> bool {
-    let found = std::process::Command::new("mcp-server-time")
-        .arg("--help")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|value| value == "true") {
-            panic!("`mcp-server-time` is not installed; .ci/run installs it with pip");
-        }
-        eprintln!("skipping: `mcp-server-time` is not installed (pip install mcp-server-time)");
-    }
-    found
-}
+use support::{installed, write_config};
 
 fn home_with(server: &FakeModelServer, sandbox: &str) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
@@ -74,7 +56,11 @@ async fn start_thread(replica: &mut Replica, workspace: &Path, params: Value) ->
 
 #[tokio::test]
 async fn a_thread_calls_its_own_mcp_server_and_another_thread_never_sees_it() {
-    if !time_server_installed() {
+    if !installed(
+        "mcp-server-time",
+        &["--help"],
+        "pip install mcp-server-time",
+    ) {
         return;
     }
     let model = FakeModelServer::start().await.unwrap();

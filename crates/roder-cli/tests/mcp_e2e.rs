@@ -8,26 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::installed;
 
-/// Whether `program args` runs; under `CI=true` a missing server panics,
-/// since `.ci/run` installs them.
-fn available(program: &str, args: &[&str]) -> bool {
-    let found = std::process::Command::new(program)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|value| value == "true") {
-            panic!("`{program}` is not installed; .ci/run installs it with pip");
-        }
-        eprintln!(
-            "skipping: `{program}` is not installed (pip install mcp-server-time mcp-server-git)"
-        );
-    }
-    found
-}
+mod support;
 
 fn git(dir: &Path, args: &[&str]) {
     let status = std::process::Command::new("git")
@@ -64,7 +47,10 @@ fn config(server: &FakeModelServer, mcp: &str) -> String {
 
 #[tokio::test]
 async fn the_model_calls_the_time_and_git_servers_through_roder_exec() {
-    if !available("mcp-server-time", &["--help"]) || !available("mcp-server-git", &["--help"]) {
+    let pip = "pip install mcp-server-time mcp-server-git";
+    if !installed("mcp-server-time", &["--help"], pip)
+        || !installed("mcp-server-git", &["--help"], pip)
+    {
         return;
     }
     let home = tempfile::tempdir().unwrap();

@@ -7,20 +7,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::installed;
+
+mod support;
 
 fn have_sdk() -> bool {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.stdio"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !found {
-        if std::env::var("CI").is_ok_and(|value| value == "true") {
-            panic!("the `mcp` Python SDK is not installed; .ci/run installs it with pip");
-        }
-        eprintln!("skipping: the `mcp` Python SDK is not installed (pip install mcp)");
-    }
-    found
+    installed(
+        "python3",
+        &["-c", "import mcp.client.stdio"],
+        "pip install mcp",
+    )
 }
 
 #[tokio::test]

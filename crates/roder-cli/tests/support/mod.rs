@@ -12,6 +12,30 @@ use std::time::{Duration, Instant};
 use roder_testkit::fake_models::FakeModelServer;
 use serde_json::Value;
 
+/// Whether `program args` runs. Under `CI=true` a missing program panics,
+/// since `.ci/run` installs it (`install` says how).
+pub fn installed(program: &str, args: &[&str], install: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|value| value == "true") {
+            panic!(
+                "`{program} {}` does not run; .ci/run installs it ({install})",
+                args.join(" ")
+            );
+        }
+        eprintln!(
+            "skipping: `{program} {}` does not run ({install})",
+            args.join(" ")
+        );
+    }
+    found
+}
+
 /// A home whose config points the `fake` provider at `server`, plus a
 /// `[runners.local]` unix-local runner rooted at `runner_root` when given.
 pub fn write_config(home: &Path, server: &FakeModelServer, runner_root: Option<&Path>) {
