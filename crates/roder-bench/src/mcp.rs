@@ -7,7 +7,7 @@
 //! the runtime (the `roder-ext-mcp` tool source, JSONL store, every event
 //! persisted; a new thread each sample, so the transcript stays the size of
 //! one block), then the same turn calling a tool that answers at once (the
-//! turn loop's own cost). `overhead_per_call_ms` is the median over samples
+//! turn loop's own cost); every other sample in the reverse order. `overhead_per_call_ms` is the median over samples
 //! of (runtime - direct) per call, paired within a sample. The context also
 //! has the tool source's executor called without a runtime.
 
@@ -27,8 +27,8 @@ use serde_json::json;
 use crate::figure::{median, print};
 
 /// Calls per block.
-const CALLS: usize = 50;
-const SAMPLES: usize = 15;
+const CALLS: usize = 30;
+const SAMPLES: usize = 30;
 const SERVER: &str = "mcp-server-time";
 const TOOL: &str = "get_current_time";
 const ARGUMENTS: &str = r#"{"timezone":"UTC"}"#;
@@ -85,11 +85,21 @@ pub async fn run() -> anyhow::Result<()> {
     let per_call_ms = |elapsed: Duration| elapsed.as_secs_f64() * 1000.0 / CALLS as f64;
     let (mut direct, mut executor, mut through, mut floor, mut overhead) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..SAMPLES {
-        let direct_ms = per_call_ms(direct_calls(&tool).await?);
-        let executor_ms = per_call_ms(executor_calls(&tool).await?);
-        let through_ms = per_call_ms(turn(&runtime).await?);
-        let floor_ms = per_call_ms(turn(&runtime).await?);
+    for sample in 0..SAMPLES {
+        // Odd samples run their blocks in reverse order, so a drift of the
+        // server's speed within a run weighs on both sides alike.
+        let (direct_ms, executor_ms, through_ms, floor_ms);
+        if sample % 2 == 0 {
+            direct_ms = per_call_ms(direct_calls(&tool).await?);
+            executor_ms = per_call_ms(executor_calls(&tool).await?);
+            through_ms = per_call_ms(turn(&runtime).await?);
+            floor_ms = per_call_ms(turn(&runtime).await?);
+        } else {
+            through_ms = per_call_ms(turn(&runtime).await?);
+            floor_ms = per_call_ms(turn(&runtime).await?);
+            executor_ms = per_call_ms(executor_calls(&tool).await?);
+            direct_ms = per_call_ms(direct_calls(&tool).await?);
+        }
         overhead.push(through_ms - direct_ms);
         direct.push(direct_ms);
         executor.push(executor_ms);
