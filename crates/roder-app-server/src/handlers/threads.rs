@@ -42,13 +42,7 @@ pub(crate) async fn start(
     };
     // A declaration the runtime cannot take is refused before the thread
     // exists.
-    if let Some(servers) = &params.mcp_servers {
-        runtime
-            .check_thread_tools(MCP_SERVERS, servers)
-            .map_err(|error| {
-                RpcError::invalid_params("thread/start", "mcpServers", format!("{error:#}"))
-            })?;
-    }
+    check_mcp_servers(context, "thread/start", params.mcp_servers.as_ref())?;
     let mut request = CreateThreadRequest::in_workspace(workspace);
     request.title = params.title;
     request.provider = params.provider;
@@ -109,6 +103,21 @@ pub(crate) async fn start(
     })
 }
 
+/// An invalid-params error for `mcpServers` the runtime would not take.
+fn check_mcp_servers(
+    context: &Context,
+    method: &str,
+    servers: Option<&Value>,
+) -> Result<(), RpcError> {
+    let Some(servers) = servers else {
+        return Ok(());
+    };
+    context
+        .runtime
+        .check_thread_tools(MCP_SERVERS, servers)
+        .map_err(|error| RpcError::invalid_params(method, "mcpServers", format!("{error:#}")))
+}
+
 /// Starts the thread's declared MCP servers (`Runtime::start_thread_tools`).
 async fn start_mcp_servers(
     context: &Context,
@@ -134,14 +143,7 @@ pub(crate) async fn resume(
     context: &Context,
     params: ThreadResumeParams,
 ) -> Result<ThreadResumeResult, RpcError> {
-    if let Some(servers) = &params.mcp_servers {
-        context
-            .runtime
-            .check_thread_tools(MCP_SERVERS, servers)
-            .map_err(|error| {
-                RpcError::invalid_params("thread/resume", "mcpServers", format!("{error:#}"))
-            })?;
-    }
+    check_mcp_servers(context, "thread/resume", params.mcp_servers.as_ref())?;
     // Started before the subscription, so their event is in the replay.
     let (metadata, _) = load(context, &params.thread_id).await?;
     let tool_sources = start_mcp_servers(context, &params.thread_id, params.mcp_servers).await?;
