@@ -46,10 +46,44 @@ impl Live {
 }
 
 /// The connection's state: a server is connected or it is not (never
-/// started, failed to start, or died); the next call starts one that is not.
+/// started, failed to start, or died); the next call starts one that is not,
+/// unless its last starts failed and their back-off has not run out.
 enum Slot {
-    Down { starts: u64 },
+    Down {
+        starts: u64,
+        failed: Option<FailedStarts>,
+    },
     Up(Arc<Live>),
+}
+
+/// Starts that failed in a row. Why: a server that cannot start would
+/// otherwise be started again by every call, each waiting up to the
+/// start-up timeout; after `count` failures the next start waits
+/// [`FailedStarts::back_off`] (1 s, doubling, at most 60 s) and calls meanwhile
+/// answer the last error at once.
+#[derive(Clone)]
+struct FailedStarts {
+    count: u32,
+    at: tokio::time::Instant,
+    error: String,
+}
+
+const FIRST_BACK_OFF: std::time::Duration = std::time::Duration::from_secs(1);
+const LAST_BACK_OFF: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl FailedStarts {
+    fn back_off(&self) -> std::time::Duration {
+        let doublings = self.count.saturating_sub(1).min(6);
+        (FIRST_BACK_OFF * 2u32.pow(doublings)).min(LAST_BACK_OFF)
+    }
+
+    fn after(previous: Option<&FailedStarts>, error: &anyhow::Error) -> Self {
+        Self {
+            count: previous.map_or(1, |failed| failed.count.saturating_add(1)),
+            at: tokio::time::Instant::now(),
+            error: format!("{error:#}"),
+        }
+    }
 }
 
 /// Why a call got no result from the server.
@@ -98,7 +132,10 @@ impl McpConnection {
         Self {
             config,
             cwd,
-            slot: tokio::sync::Mutex::new(Slot::Down { starts: 0 }),
+            slot: tokio::sync::Mutex::new(Slot::Down {
+                starts: 0,
+                failed: None,
+            }),
             session: None,
         }
     }
@@ -109,7 +146,10 @@ impl McpConnection {
         Self {
             config,
             cwd: PathBuf::new(),
-            slot: tokio::sync::Mutex::new(Slot::Down { starts: 0 }),
+            slot: tokio::sync::Mutex::new(Slot::Down {
+                starts: 0,
+                failed: None,
+            }),
             session: Some(Arc::downgrade(session)),
         }
     }
@@ -205,7 +245,10 @@ impl McpConnection {
         let mut slot = self.slot.lock().await;
         if let Slot::Up(live) = &*slot {
             let starts = live.generation;
-            *slot = Slot::Down { starts };
+            *slot = Slot::Down {
+                starts,
+                failed: None,
+            };
         }
     }
 
@@ -239,7 +282,10 @@ impl McpConnection {
         if let Slot::Up(live) = &*slot
             && live.generation == generation
         {
-            *slot = Slot::Down { starts: generation };
+            *slot = Slot::Down {
+                starts: generation,
+                failed: None,
+            };
         }
     }
 
@@ -247,20 +293,42 @@ impl McpConnection {
     /// if there is none or the last one died.
     async fn live(&self) -> anyhow::Result<Arc<Live>> {
         let mut slot = self.slot.lock().await;
-        let starts = match &*slot {
+        let (starts, failed) = match &*slot {
             Slot::Up(live) if live.is_alive() => return Ok(live.clone()),
             Slot::Up(live) => {
                 tracing::warn!(server = %self.config.name, "MCP server is down; starting it again");
-                live.generation
+                (live.generation, None)
             }
-            Slot::Down { starts } => *starts,
+            Slot::Down { starts, failed } => (*starts, failed.clone()),
         };
+        if let Some(failed) = &failed {
+            let back_off = failed.back_off();
+            let waited = failed.at.elapsed();
+            if waited < back_off {
+                anyhow::bail!(
+                    "{} (it failed to start {} time(s) in a row; the next start is tried in {:.1} s)",
+                    failed.error,
+                    failed.count,
+                    (back_off - waited).as_secs_f64()
+                );
+            }
+        }
         let generation = starts + 1;
-        // A failed start leaves the slot down: the next call tries again.
-        *slot = Slot::Down { starts: generation };
-        let live = Arc::new(self.connect(generation).await?);
-        *slot = Slot::Up(live.clone());
-        Ok(live)
+        match self.connect(generation).await {
+            Ok(live) => {
+                let live = Arc::new(live);
+                *slot = Slot::Up(live.clone());
+                Ok(live)
+            }
+            Err(error) => {
+                // Down: a later call tries again once the back-off has run out.
+                *slot = Slot::Down {
+                    starts: generation,
+                    failed: Some(FailedStarts::after(failed.as_ref(), &error)),
+                };
+                Err(error)
+            }
+        }
     }
 
     async fn connect(&self, generation: u64) -> anyhow::Result<Live> {

@@ -173,6 +173,54 @@ async fn a_server_that_cannot_start_gives_error_results() {
 }
 
 #[tokio::test]
+async fn a_server_that_keeps_failing_to_start_is_not_started_by_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let script = format!("echo start >> '{}'; exit 3", starts.display());
+    let mut failing = McpServerConfig::stdio("failing", "sh", &["-c", &script]);
+    failing.tools.enabled = Some(vec!["probe".into()]);
+    let source = McpToolSource::start(vec![failing], Path::new("."))
+        .await
+        .unwrap();
+    let count = || {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(count(), 1, "the start at start-up");
+
+    // Within the back-off (1 s after one failure) calls answer the last
+    // error at once instead of starting it again.
+    for _ in 0..5 {
+        let result = support::call(&source, "mcp__failing__probe", serde_json::json!({})).await;
+        assert!(result.is_error);
+        assert!(result.text.contains("failed to start"), "{}", result.text);
+        assert!(
+            result.text.contains("the next start is tried in"),
+            "{}",
+            result.text
+        );
+    }
+    assert_eq!(count(), 1);
+
+    // Once it has run out the next call tries again, and the back-off
+    // doubles (2 s after two failures).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let retried = support::call(&source, "mcp__failing__probe", serde_json::json!({})).await;
+    assert!(retried.is_error);
+    assert_eq!(count(), 2);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let waiting = support::call(&source, "mcp__failing__probe", serde_json::json!({})).await;
+    assert!(
+        waiting.text.contains("2 time(s) in a row"),
+        "{}",
+        waiting.text
+    );
+    assert_eq!(count(), 2);
+}
+
+#[tokio::test]
 async fn placement_runner_of_a_url_and_bad_names_are_refused() {
     let mut runner = McpServerConfig::http("boxed", "http://127.0.0.1:1/mcp");
     runner.placement = roder_ext_mcp::Placement::Runner;
