@@ -314,14 +314,41 @@ async fn a_provider_without_interactive_processes_gives_an_error_result() {
 /// same thread reads it, and not on the host.
 #[tokio::test]
 async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runtime() {
+    through_the_runtime(
+        "a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runtime",
+        Declared::InConfig,
+    )
+    .await;
+}
+
+/// The same with the server declared for the thread by its client
+/// (`Runtime::start_thread_tools`, as `thread/start {mcpServers}` does): it
+/// starts in the sandbox, and a host server declared beside it never runs,
+/// since the thread is bound to a runner.
+#[tokio::test]
+async fn a_server_declared_for_a_runner_bound_thread_runs_in_its_sandbox() {
+    through_the_runtime(
+        "a_server_declared_for_a_runner_bound_thread_runs_in_its_sandbox",
+        Declared::ForTheThread,
+    )
+    .await;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Declared {
+    InConfig,
+    ForTheThread,
+}
+
+async fn through_the_runtime(test: &str, declared: Declared) {
     use roder_api::events::RoderEvent;
     use roder_api::extension::ExtensionRegistryBuilder;
+    use roder_api::thread_tools::{MCP_SERVERS, ToolSourceState};
     use roder_core::{
         CreateThreadRequest, Runtime, RuntimeConfig, StartTurnRequest, ThreadRunnerSelection,
     };
     use roder_testkit::{ScriptedEngine, final_round, tool_round};
 
-    let test = "a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runtime";
     let Some(provider) = provider(test).await else {
         return;
     };
@@ -335,7 +362,8 @@ async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runti
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let mut config = McpServerConfig::stdio("probe", "/opt/roder-probe/roder-mcp-probe", &[]);
+    let probe_command = "/opt/roder-probe/roder-mcp-probe";
+    let mut config = McpServerConfig::stdio("probe", probe_command, &[]);
     config.placement = Placement::Runner;
     config.tools.enabled = Some(vec!["write_file".into()]);
     let source = McpToolSource::start(vec![config], host.path())
@@ -363,7 +391,14 @@ async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runti
         },
     ));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(host.path()).unwrap());
-    builder.tool_contributor(Arc::new(source));
+    match declared {
+        Declared::InConfig => {
+            builder.tool_contributor(Arc::new(source));
+        }
+        Declared::ForTheThread => {
+            builder.thread_tool_factory(Arc::new(roder_ext_mcp::McpThreadTools::new(None)));
+        }
+    }
     builder.remote_runner_provider(Arc::new(provider));
     let runtime = Arc::new(
         Runtime::new(
@@ -389,6 +424,42 @@ async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runti
         read_roots: Vec::new(),
     });
     let thread = runtime.create_thread_with(request).await.unwrap().thread_id;
+    let marker = host.path().join("host-server-ran");
+    if declared == Declared::ForTheThread {
+        let started = runtime
+            .start_thread_tools(
+                &thread,
+                MCP_SERVERS,
+                json!({
+                    "probe": {"command": probe_command, "placement": "runner", "enabledTools": ["write_file"]},
+                    "here": {"command": "touch", "args": [marker.to_str().unwrap()]},
+                }),
+            )
+            .await
+            .unwrap();
+        let state = |name: &str| {
+            started
+                .sources
+                .iter()
+                .find(|source| source.name == name)
+                .unwrap_or_else(|| panic!("no {name} in {started:?}"))
+                .clone()
+        };
+        assert_eq!(state("probe").state, ToolSourceState::InRunner);
+        assert_eq!(
+            state("probe").tools,
+            vec!["mcp__probe__write_file".to_string()]
+        );
+        let here = state("here");
+        assert_eq!(here.state, ToolSourceState::Failed);
+        assert!(
+            here.error
+                .as_deref()
+                .unwrap()
+                .contains("never touches this host"),
+            "{here:?}"
+        );
+    }
     runtime
         .start_turn(StartTurnRequest::new(
             &thread,
@@ -429,6 +500,7 @@ async fn a_runner_bound_thread_calls_the_server_in_its_sandbox_through_the_runti
     assert!(outputs[1].1.contains("in the box"), "{outputs:?}");
     assert!(!host.path().join("from-mcp.txt").exists());
     assert!(!Path::new("/workspace/from-mcp.txt").exists());
+    assert!(!marker.exists(), "the host server never ran");
     remove_labelled(&label).await;
 }
 
