@@ -12,10 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use roder_api::extension::ExtensionRegistryBuilder;
 use roder_app_server::{WsServerConfig, bind_ws};
-use roder_core::{Runtime, RuntimeConfig};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_core::RuntimeConfig;
 use roder_testkit::ToolLoopEngine;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -24,6 +22,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use crate::coding_runtime;
 use crate::figure::{median, percentile, print};
 
 const CLIENTS: usize = 100;
@@ -41,26 +40,14 @@ async fn measure() -> anyhow::Result<()> {
     let workspace = tempfile::tempdir()?;
     let store = tempfile::tempdir()?;
     tokio::fs::write(workspace.path().join("README.md"), "bench\n").await?;
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(Arc::new(ToolLoopEngine::new(
+    let engine = Arc::new(ToolLoopEngine::new(
         "read_file",
         r#"{"path":"README.md"}"#,
         TOOL_CALLS,
         "read it",
-    )));
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.path().to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
-        workspace.path(),
-    )?);
-    let runtime = Arc::new(Runtime::new(
-        builder.build()?,
-        RuntimeConfig {
-            workspace: Some(workspace.path().display().to_string()),
-            ..RuntimeConfig::default()
-        },
-    )?);
+    ));
+    let builder = coding_runtime::builder(engine, store.path(), workspace.path())?;
+    let runtime = coding_runtime::runtime(builder, workspace.path(), RuntimeConfig::default())?;
     // Loopback only (the default listen address).
     let server = bind_ws(runtime, WsServerConfig::default()).await?;
     let addr = server.local_addr();

@@ -7,6 +7,7 @@
 
 mod app_server;
 mod big_message;
+mod coding_runtime;
 mod exec_loop;
 mod figure;
 mod long_session;

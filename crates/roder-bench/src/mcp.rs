@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use roder_api::events::RoderEvent;
-use roder_api::extension::ExtensionRegistryBuilder;
 use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor as _, ToolWorkspace};
 use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_ext_mcp::{McpServerConfig, McpTool, McpToolSource, ServerStatus};
 use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
 
+use crate::coding_runtime;
 use crate::figure::{median, print};
 
 /// Calls per block.
@@ -64,23 +63,11 @@ pub async fn run() -> anyhow::Result<()> {
             rounds.push(final_round("done"));
         }
     }
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(ScriptedEngine::new(rounds));
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.path().to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
-        workspace.path(),
-    )?);
+    let mut builder =
+        coding_runtime::builder(ScriptedEngine::new(rounds), store.path(), workspace.path())?;
     builder.tool_contributor(Arc::new(source));
     builder.tool_contributor(Arc::new(NoopContributor));
-    let runtime = Arc::new(Runtime::new(
-        builder.build()?,
-        RuntimeConfig {
-            workspace: Some(workspace.path().display().to_string()),
-            ..RuntimeConfig::default()
-        },
-    )?);
+    let runtime = coding_runtime::runtime(builder, workspace.path(), RuntimeConfig::default())?;
 
     let per_call_ms = |elapsed: Duration| elapsed.as_secs_f64() * 1000.0 / CALLS as f64;
     let (mut direct, mut executor, mut through, mut floor, mut overhead) =

@@ -10,17 +10,15 @@
 //! of that added cost to one unconfined raw spawn, and bubblewrap's cost per
 //! call when `bwrap` is installed.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use roder_api::events::RoderEvent;
-use roder_api::extension::ExtensionRegistryBuilder;
 use roder_api::sandbox_policy::{HostMechanism, SandboxMode, SandboxPolicy};
-use roder_core::{Runtime, RuntimeConfig, StartTurnRequest};
-use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
+use roder_core::{RuntimeConfig, StartTurnRequest};
 use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
 
+use crate::coding_runtime;
 use crate::figure::{median, print};
 
 const CALLS: usize = 200;
@@ -141,22 +139,16 @@ async fn through_runtime(calls: usize, sandbox: &SandboxPolicy) -> anyhow::Resul
         })
         .collect();
     rounds.push(final_round("done"));
-    let mut builder = ExtensionRegistryBuilder::new();
-    builder.inference_engine(ScriptedEngine::new(rounds));
-    builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
-        base_path: store.path().to_path_buf(),
-    }));
-    builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(
+    let builder =
+        coding_runtime::builder(ScriptedEngine::new(rounds), store.path(), workspace.path())?;
+    let runtime = coding_runtime::runtime(
+        builder,
         workspace.path(),
-    )?);
-    let runtime = Arc::new(Runtime::new(
-        builder.build()?,
         RuntimeConfig {
-            workspace: Some(workspace.path().display().to_string()),
             sandbox: sandbox.clone(),
             ..RuntimeConfig::default()
         },
-    )?);
+    )?;
     let thread_id = runtime.create_thread(None).await?.thread_id;
     let mut events = runtime.subscribe_events();
     let started = Instant::now();

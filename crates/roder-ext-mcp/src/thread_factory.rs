@@ -82,7 +82,6 @@ impl ThreadToolFactory for McpThreadTools {
         let source =
             McpToolSource::start_with_cache(allowed, &request.workspace, self.cache_dir.as_deref())
                 .await?;
-        let mut tools = source.tools().iter();
         let mut sources = Vec::new();
         for (name, status) in source.statuses() {
             let (state, count, error) = match status {
@@ -92,12 +91,13 @@ impl ThreadToolFactory for McpThreadTools {
                     (ToolSourceState::Failed, *tools, Some(error.clone()))
                 }
             };
-            // The source lists its tools server by server, in status order.
-            let names = tools
-                .by_ref()
-                .take(count)
+            let names: Vec<String> = source
+                .tools()
+                .iter()
+                .filter(|tool| tool.connection().config().name == *name)
                 .map(|tool| tool.spec().name)
                 .collect();
+            debug_assert_eq!(names.len(), count);
             sources.push(ToolSourceStatus {
                 name: name.clone(),
                 state,
@@ -122,7 +122,8 @@ fn parse(declaration: &serde_json::Value) -> anyhow::Result<Vec<McpServerConfig>
     if declaration.is_null() {
         return Ok(Vec::new());
     }
-    let entries: BTreeMap<String, McpServerEntry> = serde_json::from_value(declaration.clone())
+    use serde::Deserialize as _;
+    let entries = BTreeMap::<String, McpServerEntry>::deserialize(declaration)
         .map_err(|error| anyhow::anyhow!("mcpServers: {error} (an object of servers by name)"))?;
     let mut servers = Vec::new();
     for (name, entry) in entries {
