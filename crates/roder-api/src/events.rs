@@ -52,6 +52,8 @@ pub enum RoderEvent {
     ThreadRolledBack(crate::checkpoint::ThreadRolledBack),
     ThreadForked(crate::checkpoint::ThreadForked),
     ThreadToolsStarted(ThreadToolsStarted),
+    ApprovalRequested(ApprovalRequested),
+    ApprovalResolved(ApprovalResolved),
 }
 
 impl RoderEvent {
@@ -167,14 +169,60 @@ pub struct ToolCallRequested {
     pub tool_name: String,
     /// Raw JSON text from the model.
     pub arguments: String,
+    /// What the tool declares it does (`None`: no such tool, or a log from
+    /// before tools declared effects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<crate::approval::ToolEffects>,
 }
 
+/// A call is about to run: whatever decided it (the mode, a rule, a person)
+/// is recorded here, in the log, before it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallStarted {
     pub thread_id: String,
     pub turn_id: String,
     pub call_id: String,
     pub tool_name: String,
+    /// Who let it run (`None` in logs from before approvals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<crate::approval::DecidedBy>,
+}
+
+/// A call waits for a person's decision. Persisted before anyone is asked,
+/// with everything they need to decide: the call's effects, its preview and
+/// the rules that `allow_thread` or `allow_always` would keep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub thread_id: String,
+    pub turn_id: String,
+    /// Answer with `Runtime::resolve_approval(approval_id, ..)`.
+    pub approval_id: String,
+    pub call_id: String,
+    pub tool_name: String,
+    pub effects: crate::approval::ToolEffects,
+    pub preview: crate::approval::CallPreview,
+    /// What `allow_thread` / `allow_always` would keep (and `reject_always`
+    /// deny). Empty: the call cannot be described by a rule (an opaque
+    /// command line), so those decisions act once.
+    #[serde(default)]
+    pub rules: Vec<crate::approval::ApprovalRule>,
+    /// When the ask times out and the call is rejected.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+/// An ask was settled: by whom, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalResolved {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub approval_id: String,
+    pub call_id: String,
+    pub decision: crate::approval::ApprovalDecision,
+    pub by: crate::approval::DecidedBy,
+    /// The person's message, passed to the model with a rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

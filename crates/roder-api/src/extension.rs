@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::approval::SharedApprovalRuleStore;
 use crate::checkpoint::WorkspaceCheckpointer;
 use crate::inference::InferenceEngine;
 use crate::remote_runner::{RemoteRunnerProvider, RemoteRunnerProviderId};
@@ -26,6 +27,7 @@ pub struct ExtensionRegistryBuilder {
     protection_reports: Vec<Arc<dyn ProtectionReport>>,
     workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
     thread_tool_factories: Vec<Arc<dyn ThreadToolFactory>>,
+    approval_rule_store: Option<SharedApprovalRuleStore>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -95,6 +97,15 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// Where rules a person keeps for good (`allow_always`,
+    /// `reject_always`) are written. Without one, those decisions still
+    /// hold for the rest of the runtime's life, and the resolution says
+    /// they were not persisted. At most one (the last wins).
+    pub fn approval_rule_store(&mut self, store: SharedApprovalRuleStore) -> &mut Self {
+        self.approval_rule_store = Some(store);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -142,6 +153,7 @@ impl ExtensionRegistryBuilder {
             protection_reports: self.protection_reports,
             workspace_checkpointers: self.workspace_checkpointers,
             thread_tool_factories,
+            approval_rule_store: self.approval_rule_store,
         })
     }
 }
@@ -157,4 +169,5 @@ pub struct ExtensionRegistry {
     pub protection_reports: Vec<Arc<dyn ProtectionReport>>,
     pub workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
     pub thread_tool_factories: BTreeMap<String, Arc<dyn ThreadToolFactory>>,
+    pub approval_rule_store: Option<SharedApprovalRuleStore>,
 }

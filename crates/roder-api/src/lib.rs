@@ -5,6 +5,7 @@
 //! runner providers). Anything two sibling crates need to agree on lives here.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod approval;
 pub mod catalog;
 pub mod checkpoint;
 pub mod command_shell;

@@ -61,6 +61,12 @@ pub struct ThreadMetadata {
     pub last_compaction_seq: Option<u64>,
     #[serde(default)]
     pub archived: bool,
+    /// The thread's own approval mode, rules and requirement.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::approval::ThreadApprovals::is_default"
+    )]
+    pub approvals: crate::approval::ThreadApprovals,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{CallPreview, CallScope, ToolEffects};
 use crate::command_shell::CommandShell;
 use crate::extension::ToolProviderId;
 use crate::policy_mode::PolicyMode;
@@ -31,15 +32,8 @@ pub const WORKSPACE_TOOL_NAMES: &[&str] = &[
     "exec_command",
 ];
 
-/// Workspace tools that never change anything.
-pub const READ_ONLY_TOOL_NAMES: &[&str] = &["read_file", "list_files", "glob", "grep"];
-
 pub fn is_workspace_tool(name: &str) -> bool {
     WORKSPACE_TOOL_NAMES.contains(&name)
-}
-
-pub fn is_read_only_tool(name: &str) -> bool {
-    READ_ONLY_TOOL_NAMES.contains(&name)
 }
 
 pub use crate::deadline::{COMMAND_FINALIZATION_RESERVE_MS, MIN_COMMAND_TIMEOUT_MS};
@@ -148,6 +142,10 @@ pub struct ToolExecutionContext {
     /// tool starts (after provisioning and lease waits). `None`: no deadline.
     pub remaining_deadline_seconds: Option<u64>,
     pub command_shell: CommandShell,
+    /// The mode the call runs under (the turn's, else the thread's, else the
+    /// runtime's). The runtime decided approval before the call; tools only
+    /// read it for what the mode lets files tools touch (`.git` under
+    /// `bypass`) and to refuse changes under `plan`.
     pub policy_mode: PolicyMode,
     /// Cancelled when the turn is interrupted; long-running tools stop.
     pub cancellation: CancellationToken,
@@ -205,6 +203,41 @@ pub trait ToolExecutor: Send + Sync + 'static {
         false
     }
 
+    /// What this tool does to the world. Approvals are decided from this
+    /// declaration, never from the tool's name. Default: it writes files and
+    /// runs commands ([`ToolEffects::UNDECLARED`]), so a tool that says
+    /// nothing always asks where asking is on.
+    fn effects(&self) -> ToolEffects {
+        ToolEffects::UNDECLARED
+    }
+
+    /// What one call would touch, read from its arguments alone (no I/O):
+    /// the command line it runs, the paths it changes. Allow and deny rules
+    /// match on it. `Err`: the arguments are invalid, so the call fails
+    /// without doing anything (the text is the model's error result) and
+    /// nobody is asked about it. Default: nothing known, so only rules
+    /// about the whole tool apply.
+    fn call_scope(&self, arguments: &serde_json::Value) -> Result<CallScope, String> {
+        let _ = arguments;
+        Ok(CallScope::default())
+    }
+
+    /// What a person deciding the call sees: the command, its working
+    /// directory and where it runs, or the diff an edit would make. Computed
+    /// in the call's workspace (`ctx`) without changing anything. Default:
+    /// the arguments.
+    async fn preview(
+        &self,
+        ctx: ToolExecutionContext,
+        call: &ToolCall,
+    ) -> anyhow::Result<CallPreview> {
+        let _ = ctx;
+        Ok(CallPreview::for_arguments(
+            &call.name,
+            call.arguments.clone(),
+        ))
+    }
+
     /// Runs one call. `Err` is reported to the model as an error result; it
     /// never fails the turn.
     async fn execute(
@@ -248,6 +281,11 @@ impl ToolRegistry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
+    }
+
+    /// Every tool, by name.
+    pub fn executors(&self) -> impl Iterator<Item = &Arc<dyn ToolExecutor>> + '_ {
+        self.tools.values()
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {

@@ -41,6 +41,8 @@ pub mod codes {
     pub const CLIENT_LAGGED: i64 = -32008;
     /// `tools/resolve` named no pending external tool call.
     pub const EXTERNAL_CALL_NOT_FOUND: i64 = -32009;
+    /// The approval was answered already, timed out, or its turn ended.
+    pub const APPROVAL_NOT_PENDING: i64 = -32010;
 }
 
 /// Every code with its name and meaning, for the schema and the docs.
@@ -119,6 +121,11 @@ pub const ERROR_CODES: &[(i64, &str, &str)] = &[
         codes::EXTERNAL_CALL_NOT_FOUND,
         "external_call_not_found",
         "no pending external tool call has this request id",
+    ),
+    (
+        codes::APPROVAL_NOT_PENDING,
+        "approval_not_pending",
+        "the approval was answered already (the first answer wins), timed out, or its turn ended",
     ),
 ];
 
@@ -237,6 +244,10 @@ impl RpcError {
             RuntimeError::ExternalCallNotFound(request_id) => (
                 codes::EXTERNAL_CALL_NOT_FOUND,
                 json!({ "requestId": request_id }),
+            ),
+            RuntimeError::ApprovalNotPending(approval_id) => (
+                codes::APPROVAL_NOT_PENDING,
+                json!({ "approvalId": approval_id }),
             ),
             RuntimeError::ForeignCursor(cursor) => {
                 (codes::INVALID_PARAMS, json!({ "cursor": cursor }))

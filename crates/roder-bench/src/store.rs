@@ -60,6 +60,7 @@ pub async fn run() -> anyhow::Result<()> {
             usage: Default::default(),
             last_compaction_seq: None,
             archived: false,
+            approvals: Default::default(),
             created_at: now,
             updated_at: now,
         })

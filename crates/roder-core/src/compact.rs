@@ -53,7 +53,12 @@ impl Runtime {
                 .specs()
                 .into_iter()
                 .chain(metadata.external_tools.iter().cloned())
-                .chain(self.thread_tools.of(thread_id).specs())
+                .chain(
+                    self.thread_tools
+                        .of(thread_id)
+                        .executors()
+                        .map(|tool| tool.spec()),
+                )
                 .collect();
             let request = AgentInferenceRequest {
                 model: model.clone(),

@@ -99,6 +99,30 @@ pub struct RuntimeConfig {
     /// (an engine's `api_key_env`). Never passed to a command, in addition
     /// to [`KNOWN_CREDENTIAL_VARS`](roder_api::sandbox_policy::KNOWN_CREDENTIAL_VARS).
     pub credential_vars: Vec<String>,
+    /// Rules, the ask timeout and what happens with nobody to ask.
+    pub approvals: ApprovalsConfig,
+}
+
+/// `[approvals]`: the runtime's rules and how asks behave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalsConfig {
+    /// Allow and deny rules for every thread (deny beats allow and every
+    /// mode).
+    pub rules: roder_api::approval::ApprovalRules,
+    /// How long an ask waits for an answer before the call is rejected.
+    pub timeout: std::time::Duration,
+    /// What a call that would ask does when no approver is attached.
+    pub no_approver: roder_api::approval::NoApprover,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            rules: Default::default(),
+            timeout: std::time::Duration::from_secs(600),
+            no_approver: Default::default(),
+        }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -131,6 +155,7 @@ impl Default for RuntimeConfig {
             writer_lease_ttl: std::time::Duration::from_secs(30),
             sandbox: Default::default(),
             credential_vars: Vec::new(),
+            approvals: ApprovalsConfig::default(),
         }
     }
 }
@@ -200,6 +225,9 @@ impl RuntimeConfig {
         }
         if self.reliability.max_attempts == 0 {
             anyhow::bail!("reliability.max_attempts must be at least 1");
+        }
+        if self.approvals.timeout.is_zero() {
+            anyhow::bail!("approvals.timeout must be at least 1 second");
         }
         if self.turn_deadline_seconds == Some(0) {
             anyhow::bail!("turn_deadline_seconds must be at least 1 (or unset for no deadline)");

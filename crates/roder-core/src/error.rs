@@ -21,6 +21,10 @@ pub enum RuntimeError {
     #[error("no pending external tool call has request id \"{0}\"")]
     ExternalCallNotFound(String),
     #[error(
+        "approval \"{0}\" is not pending: it was answered already (the first answer wins), timed out, or its turn ended"
+    )]
+    ApprovalNotPending(String),
+    #[error(
         "history cursor \"{0}\" is not one this runtime returned; pass a `next_cursor` from a previous page, or none for the first page"
     )]
     ForeignCursor(String),

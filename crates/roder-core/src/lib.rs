@@ -9,13 +9,16 @@
 //!   session or the client (external tools).
 //! * `runner/`: binding validation, the single-flight session cache,
 //!   provider leases, deadline accounting and lifecycle operations.
-//! * `policy`: which tools a thread is offered and may run.
+//! * `policy`: which tools a thread is offered, and whether a call runs,
+//!   asks a person or is refused (modes, effects, rules); `approvals`:
+//!   carrying out an ask, and the approvers answering it.
 //! * `turn/compaction`, `compact`: keeping long threads inside the window.
 //! * `history`: a thread's log in bounded pages.
 //! * `checkpoint`, `rewind`, `rollback`, `fork`: workspace checkpoints at
 //!   turn start, and going back to or forking from them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod approvals;
 mod bus;
 mod checkpoint;
 mod compact;
@@ -40,14 +43,15 @@ mod turn;
 mod workdirs;
 mod writer;
 
-pub use config::{DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
+pub use approvals::ApproverGuard;
+pub use config::{ApprovalsConfig, DynamicWorkflowsConfig, RuntimeConfig, SpeedPolicy};
 pub use error::RuntimeError;
 pub use history::{MAX_HISTORY_BYTES, MAX_HISTORY_ITEMS, ThreadHistoryPage};
 pub use instructions::default_instructions;
 pub use memory_store::MemoryThreadStore;
 pub use requests::{
     CreateThreadRequest, ExternalToolResolution, StartTurnRequest, ThreadEventsPage,
-    ThreadRunnerSelection,
+    ThreadRunnerSelection, TurnOptions,
 };
 pub use rewind::{RewindTarget, rewind_targets_of};
 pub use runner::idle::IdleRelease;

@@ -96,6 +96,22 @@ impl StartTurnRequest {
     }
 }
 
+/// What a turn sets beyond its [`StartTurnRequest`] (whose fields are
+/// fixed): `Runtime::start_turn_with`.
+///
+/// ```
+/// use roder_api::policy_mode::PolicyMode;
+/// use roder_core::TurnOptions;
+///
+/// let options = TurnOptions { policy_mode: Some(PolicyMode::Plan) };
+/// assert_ne!(options, TurnOptions::default());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnOptions {
+    /// This turn's approval mode, over the thread's and the runtime's.
+    pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
+}
+
 /// The client's answer to an `ExternalToolCallRequested` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalToolResolution {

@@ -53,6 +53,8 @@ pub struct Runtime {
     pub(crate) thread_tool_factories:
         BTreeMap<String, Arc<dyn roder_api::thread_tools::ThreadToolFactory>>,
     pub(crate) thread_tools: crate::thread_tools::ThreadToolTable,
+    /// Approvers, pending asks and the runtime's rules (`approvals/`).
+    pub(crate) approvals: crate::approvals::Approvals,
 }
 
 impl Runtime {
@@ -93,6 +95,8 @@ impl Runtime {
             None => Arc::new(MemoryThreadStore::default()),
         };
         let allow_local_workspaces = AtomicBool::new(config.allow_local_workspaces);
+        let approvals =
+            crate::approvals::Approvals::new(&config.approvals, registry.approval_rule_store);
         let bus = Arc::new(EventBus::new(store.clone(), config.event_buffer_capacity));
         Ok(Runtime {
             config,
@@ -112,6 +116,7 @@ impl Runtime {
             checkpointers: registry.workspace_checkpointers,
             thread_tool_factories: registry.thread_tool_factories,
             thread_tools: Default::default(),
+            approvals,
         })
     }
 
@@ -250,6 +255,7 @@ impl Runtime {
             usage: Default::default(),
             last_compaction_seq: None,
             archived: false,
+            approvals: Default::default(),
             created_at: now,
             updated_at: now,
         };

@@ -15,7 +15,7 @@ use roder_api::events::{RoderEvent, ThreadToolsStarted};
 use roder_api::sandbox_policy::SandboxMode;
 use roder_api::thread::ThreadMetadata;
 use roder_api::thread_tools::{HostAccess, ThreadToolFactory, ThreadToolRequest};
-use roder_api::tools::{ToolExecutor, ToolRegistry, ToolSpec};
+use roder_api::tools::{ToolExecutor, ToolRegistry};
 
 use crate::runtime::Runtime;
 
@@ -33,8 +33,8 @@ impl ThreadTools {
             .find_map(|registry| registry.get(name))
     }
 
-    pub fn specs(&self) -> impl Iterator<Item = ToolSpec> + '_ {
-        self.by_factory.values().flat_map(ToolRegistry::specs)
+    pub fn executors(&self) -> impl Iterator<Item = &Arc<dyn ToolExecutor>> + '_ {
+        self.by_factory.values().flat_map(ToolRegistry::executors)
     }
 }
 

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use roder_api::approval::ThreadApprovals;
 use roder_api::events::{ContextCompacted, EventEnvelope, RoderEvent};
 use roder_api::transcript::TranscriptItem;
 use roder_api::writer_lease::WriterLease;
@@ -34,6 +35,9 @@ pub(crate) struct ThreadState {
     /// Serializes read-modify-write of the thread's metadata.
     pub metadata_lock: tokio::sync::Mutex<()>,
     pub active: Mutex<Option<ActiveTurn>>,
+    /// The thread's approval settings as its metadata last had them: read
+    /// at every call, so a change applies to a running turn's next call.
+    approvals: Mutex<Arc<ThreadApprovals>>,
 }
 
 pub(crate) struct LogCursor {
@@ -103,7 +107,22 @@ impl ThreadState {
             log: tokio::sync::Mutex::new(cursor),
             metadata_lock: tokio::sync::Mutex::new(()),
             active: Mutex::new(None),
+            approvals: Mutex::new(Arc::default()),
         }
+    }
+
+    pub fn approvals(&self) -> Arc<ThreadApprovals> {
+        self.approvals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_approvals(&self, approvals: ThreadApprovals) {
+        *self
+            .approvals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(approvals);
     }
 
     pub fn active_turn(&self) -> Option<ActiveTurn> {

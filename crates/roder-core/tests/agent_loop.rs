@@ -133,7 +133,7 @@ async fn malformed_and_unknown_tool_calls_become_error_results() {
 }
 
 #[tokio::test]
-async fn read_only_policy_refuses_changes_and_offers_only_reading_tools() {
+async fn plan_mode_refuses_changes_and_offers_only_reading_tools() {
     let harness = Harness::with_config(
         vec![
             tool_round(&[("w", "write_file", r#"{"path":"x.txt","content":"no"}"#)]),
@@ -152,7 +152,7 @@ async fn read_only_policy_refuses_changes_and_offers_only_reading_tools() {
             .output
             .as_deref()
             .unwrap()
-            .contains("read-only policy")
+            .contains("which the plan mode forbids")
     );
     assert!(!harness.path("x.txt").exists());
     let offered: Vec<String> = harness.engine.requests()[0]

@@ -562,12 +562,14 @@ async fn a_turn_left_open_by_a_dead_process_is_closed_before_the_next_one() {
             call_id: "sleeper".into(),
             tool_name: "exec_command".into(),
             arguments: r#"{"cmd": "sleep 100"}"#.into(),
+            effects: None,
         }),
         RoderEvent::ToolCallStarted(ToolCallStarted {
             thread_id: thread_id.clone(),
             turn_id: dead_turn.clone(),
             call_id: "sleeper".into(),
             tool_name: "exec_command".into(),
+            approved_by: None,
         }),
     ];
     let envelopes: Vec<EventEnvelope> = events

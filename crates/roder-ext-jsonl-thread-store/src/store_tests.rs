@@ -25,6 +25,7 @@ fn metadata(thread_id: &str, updated_at: OffsetDateTime) -> ThreadMetadata {
         usage: Default::default(),
         last_compaction_seq: None,
         archived: false,
+        approvals: Default::default(),
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at,
     }

@@ -59,6 +59,7 @@ fn metadata(thread_id: &str) -> ThreadMetadata {
         usage: Default::default(),
         last_compaction_seq: None,
         archived: false,
+        approvals: Default::default(),
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,
     }

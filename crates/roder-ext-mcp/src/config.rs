@@ -23,6 +23,11 @@ pub struct McpServerConfig {
     pub call_timeout: Duration,
     pub tools: ToolFilter,
     pub placement: Placement,
+    /// The operator vouches for the server: its tools' `readOnlyHint`
+    /// annotations are believed, so they run without asking where reads
+    /// do. Untrusted (the default), every tool of it counts as writing and
+    /// running commands.
+    pub trusted: bool,
 }
 
 impl McpServerConfig {
@@ -41,6 +46,7 @@ impl McpServerConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             placement: Placement::Host,
+            trusted: false,
         }
     }
 
@@ -56,6 +62,7 @@ impl McpServerConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             tools: ToolFilter::default(),
             placement: Placement::Host,
+            trusted: false,
         }
     }
 

@@ -65,6 +65,10 @@ pub struct McpServerEntry {
     pub enabled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementName>,
+    /// `true`: the tools' `readOnlyHint` annotations are believed (they
+    /// then run without asking where reads do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +161,7 @@ impl McpServerEntry {
                 disabled: self.disabled_tools.clone(),
             },
             placement,
+            trusted: self.trusted.unwrap_or(false),
         }))
     }
 }

@@ -56,14 +56,7 @@ impl RunnerServer {
             let listing = connection.clone();
             tokio::spawn(async move {
                 if let Ok(listed) = listing.list_tools().await {
-                    let cached = listed
-                        .iter()
-                        .map(|tool| CachedTool {
-                            name: tool.name.to_string(),
-                            description: tool.description.as_deref().map(String::from),
-                            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-                        })
-                        .collect();
+                    let cached = listed.iter().map(CachedTool::listed).collect();
                     tool_cache::save(&dir, listing.config(), cached).await;
                 }
             });

@@ -111,16 +111,7 @@ impl McpToolSource {
                 }
                 Some(Ok(listed)) => {
                     if let Some(dir) = cache_dir {
-                        let cached = listed
-                            .iter()
-                            .map(|tool| CachedTool {
-                                name: tool.name.to_string(),
-                                description: tool.description.as_deref().map(String::from),
-                                input_schema: serde_json::Value::Object(
-                                    (*tool.input_schema).clone(),
-                                ),
-                            })
-                            .collect();
+                        let cached = listed.iter().map(CachedTool::listed).collect();
                         tool_cache::save(dir, &config, cached).await;
                     }
                     for tool in listed {
@@ -132,11 +123,10 @@ impl McpToolSource {
                             description: describe(&config.name, tool.description.as_deref()),
                             parameters: serde_json::Value::Object((*tool.input_schema).clone()),
                         };
-                        tools.push(Arc::new(McpTool::new(
-                            connection.clone(),
-                            tool.name.to_string(),
-                            spec,
-                        )));
+                        tools.push(Arc::new(
+                            McpTool::new(connection.clone(), tool.name.to_string(), spec)
+                                .read_only(tool_cache::read_only_hint(&tool)),
+                        ));
                     }
                     ServerStatus::Ready {
                         tools: tools.len() - before,
@@ -165,11 +155,10 @@ impl McpToolSource {
                             ),
                             parameters: tool.input_schema.clone(),
                         };
-                        tools.push(Arc::new(McpTool::new(
-                            connection.clone(),
-                            tool.name.clone(),
-                            spec,
-                        )));
+                        tools.push(Arc::new(
+                            McpTool::new(connection.clone(), tool.name.clone(), spec)
+                                .read_only(tool.read_only),
+                        ));
                     }
                     let listed_from_cache = cached.is_some();
                     for tool in config
@@ -278,6 +267,7 @@ fn runner_tools(
                 name: name.clone(),
                 description: None,
                 input_schema: serde_json::json!({"type": "object"}),
+                read_only: false,
             })
             .collect(),
     };
@@ -297,11 +287,10 @@ fn runner_tools(
             ),
             parameters: tool.input_schema,
         };
-        tools.push(Arc::new(McpTool::in_runner(
-            server.clone(),
-            tool.name,
-            spec,
-        )));
+        let read_only = tool.read_only;
+        tools.push(Arc::new(
+            McpTool::in_runner(server.clone(), tool.name, spec).read_only(read_only),
+        ));
     }
 }
 

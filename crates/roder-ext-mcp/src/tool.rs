@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use roder_api::approval::ToolEffects;
 use roder_api::tools::{
     ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolSpec, ToolWorkspace,
 };
@@ -20,6 +21,8 @@ pub struct McpTool {
     /// The server's own name for the tool.
     tool: String,
     spec: ToolSpec,
+    /// The server's `readOnlyHint` for it.
+    read_only_hint: bool,
 }
 
 impl McpTool {
@@ -39,7 +42,15 @@ impl McpTool {
             runner: None,
             tool,
             spec,
+            read_only_hint: false,
         }
+    }
+
+    /// Records the server's `readOnlyHint` for this tool. It only counts
+    /// when the server is marked trusted ([`McpTool::effects`]).
+    pub fn read_only(mut self, hint: bool) -> Self {
+        self.read_only_hint = hint;
+        self
     }
 
     /// A tool of a `placement = "runner"` server: each call goes to the
@@ -82,6 +93,17 @@ impl ToolExecutor for McpTool {
     /// A runner-placed server's tools get the thread's runner session.
     fn runs_in_workspace(&self) -> bool {
         self.runner.is_some()
+    }
+
+    /// Only reads when its server is marked trusted and says so with
+    /// `readOnlyHint`: a server's hints are its own claims, so an untrusted
+    /// server's tools count as writing and running commands, and ask.
+    fn effects(&self) -> ToolEffects {
+        if self.connection.config().trusted && self.read_only_hint {
+            ToolEffects::READ
+        } else {
+            ToolEffects::UNDECLARED
+        }
     }
 
     async fn execute(

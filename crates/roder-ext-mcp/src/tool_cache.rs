@@ -16,6 +16,30 @@ pub struct CachedTool {
     pub name: String,
     pub description: Option<String>,
     pub input_schema: serde_json::Value,
+    /// The server's `readOnlyHint` annotation (read-only only counts for a
+    /// server marked trusted).
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl CachedTool {
+    /// What is kept of a tool the server listed.
+    pub fn listed(tool: &rmcp::model::Tool) -> Self {
+        Self {
+            name: tool.name.to_string(),
+            description: tool.description.as_deref().map(String::from),
+            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+            read_only: read_only_hint(tool),
+        }
+    }
+}
+
+/// Whether the server says the tool only reads.
+pub fn read_only_hint(tool: &rmcp::model::Tool) -> bool {
+    tool.annotations
+        .as_ref()
+        .and_then(|annotations| annotations.read_only_hint)
+        .unwrap_or(false)
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -89,6 +113,7 @@ mod tests {
             name: "t".into(),
             description: Some("d".into()),
             input_schema: serde_json::json!({"type": "object"}),
+            read_only: true,
         }];
         save(dir.path(), &server, tools.clone()).await;
         assert_eq!(load(dir.path(), &server).await, Some(tools));

@@ -1,5 +1,6 @@
 //! Text helpers shared by the file tools: decoding and diffs.
 
+use roder_api::approval::FilePreview;
 use roder_api::tools::FileChange;
 use similar::TextDiff;
 
@@ -34,6 +35,26 @@ pub(crate) fn unified_diff(display: &str, old: &str, new: &str) -> String {
         .context_radius(3)
         .header(&format!("a/{display}"), &format!("b/{display}"))
         .to_string()
+}
+
+/// What a person sees of a change before it is made: the diff, and the
+/// whole texts when they are small enough to carry (`None`: absent).
+pub(crate) fn file_preview(
+    absolute: &std::path::Path,
+    display: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> FilePreview {
+    let whole = |text: Option<&str>| {
+        text.filter(|text| text.len() <= FilePreview::WHOLE_TEXT_LIMIT)
+            .map(str::to_string)
+    };
+    FilePreview {
+        path: absolute.display().to_string(),
+        diff: unified_diff(display, old.unwrap_or_default(), new.unwrap_or_default()),
+        old_text: whole(old),
+        new_text: whole(new),
+    }
 }
 
 pub(crate) fn file_change(display: &str, old: &str, new: &str) -> FileChange {

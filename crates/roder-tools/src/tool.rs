@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::{ToolCall, ToolExecutionContext, ToolExecutor, ToolResult, ToolSpec};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -78,9 +79,8 @@ pub(crate) trait CodingTool: Send + Sync + 'static {
 
     const NAME: &'static str;
 
-    /// Whether the tool changes files or runs commands (refused under a
-    /// read-only policy).
-    const MUTATES: bool;
+    /// What the tool does, declared exactly: approvals are decided from it.
+    const EFFECTS: ToolEffects;
 
     fn description() -> &'static str;
 
@@ -92,6 +92,23 @@ pub(crate) trait CodingTool: Send + Sync + 'static {
         ctx: &ToolExecutionContext,
         args: Self::Args,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// The command it runs and the paths it changes, from the arguments.
+    fn scope(args: &Self::Args) -> CallScope {
+        let _ = args;
+        CallScope::default()
+    }
+
+    /// What a person deciding the call sees, computed without changing
+    /// anything; `None` shows the arguments.
+    fn preview(
+        workspace: Workspace,
+        ctx: &ToolExecutionContext,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<Option<CallPreview>, ToolError>> + Send {
+        let _ = (workspace, ctx, args);
+        async { Ok(None) }
+    }
 }
 
 /// The [`ToolExecutor`] for a [`CodingTool`].
@@ -111,6 +128,36 @@ impl<T: CodingTool> ToolExecutor for Registered<T> {
             description: T::description().to_string(),
             parameters: T::parameters(),
         }
+    }
+
+    fn effects(&self) -> ToolEffects {
+        T::EFFECTS
+    }
+
+    /// Arguments that do not parse make the call fail before it does
+    /// anything: nobody needs to approve it.
+    fn call_scope(&self, arguments: &Value) -> Result<CallScope, String> {
+        parse_arguments::<T::Args>(T::NAME, arguments)
+            .map(|args| T::scope(&args))
+            .map_err(|error| error.0)
+    }
+
+    async fn preview(
+        &self,
+        ctx: ToolExecutionContext,
+        call: &ToolCall,
+    ) -> anyhow::Result<CallPreview> {
+        let args: T::Args =
+            parse_arguments(T::NAME, &call.arguments).map_err(anyhow::Error::msg)?;
+        let workspace =
+            Workspace::from_context(&ctx).ok_or_else(|| anyhow::anyhow!(NO_WORKSPACE))?;
+        let preview = T::preview(workspace, &ctx, args)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let mut preview =
+            preview.unwrap_or_else(|| CallPreview::for_arguments(T::NAME, call.arguments.clone()));
+        preview.arguments = call.arguments.clone();
+        Ok(preview)
     }
 
     async fn execute(
@@ -136,9 +183,9 @@ async fn execute<T: CodingTool>(
     call: &ToolCall,
 ) -> Result<ToolOutput, ToolError> {
     let args: T::Args = parse_arguments(T::NAME, &call.arguments)?;
-    if T::MUTATES && !ctx.policy_mode.allows_mutation() {
+    if !T::EFFECTS.only_reads() && !ctx.policy_mode.allows_mutation() {
         tool_bail!(
-            "{} is not available: the policy is read-only (only read_file, list_files, glob and grep may run)",
+            "{} is not available in the plan mode: only tools that read may run",
             T::NAME
         );
     }

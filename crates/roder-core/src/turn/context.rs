@@ -41,6 +41,21 @@ impl<'a> TurnContext<'a> {
         self.plan.turn_id.clone()
     }
 
+    /// What the tool `name` declares it does (`None`: no such tool, or one
+    /// the client resolves itself).
+    pub fn tool_effects(&self, name: &str) -> Option<roder_api::approval::ToolEffects> {
+        self.plan
+            .thread_tools
+            .get(name)
+            .or_else(|| self.runtime.tools.get(name))
+            .map(|tool| tool.effects())
+    }
+
+    /// The approval mode a call made now runs under.
+    pub fn mode(&self) -> roder_api::policy_mode::PolicyMode {
+        self.plan.mode_over(self.runtime.config.policy_mode)
+    }
+
     pub fn cancellation(&self) -> &CancellationToken {
         &self.plan.active.cancellation
     }

@@ -36,6 +36,8 @@ pub(crate) struct TurnPlan {
     /// turn started.
     pub thread_tools: Arc<crate::thread_tools::ThreadTools>,
     pub thread_allowlist: Vec<String>,
+    /// The turn's own approval mode (`TurnOptions`), over the thread's.
+    pub mode_override: Option<roder_api::policy_mode::PolicyMode>,
     pub deadline: TurnDeadline,
     pub deadline_seconds: Option<u64>,
     pub parallel_tool_calls: bool,
@@ -90,6 +92,22 @@ impl TurnPlan {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         )
+    }
+
+    /// The mode a call made now runs under: the turn's, else the thread's
+    /// (read now, so a change applies to the next call), else `runtime`'s.
+    pub fn mode_over(
+        &self,
+        runtime: roder_api::policy_mode::PolicyMode,
+    ) -> roder_api::policy_mode::PolicyMode {
+        self.mode_override
+            .or(self.thread.approvals().mode)
+            .unwrap_or(runtime)
+    }
+
+    /// The thread's rules, as they are now.
+    pub fn thread_rules(&self) -> Arc<roder_api::approval::ThreadApprovals> {
+        self.thread.approvals()
     }
 
     pub fn is_external_tool(&self, name: &str) -> bool {

@@ -9,8 +9,10 @@
 //! gets an error result (or, when its `ToolCallCompleted` was written before
 //! the crash, its real output) and a `TurnFailed` says why.
 
+use roder_api::approval::{ApprovalDecision, DecidedBy};
 use roder_api::events::{
-    EventEnvelope, RoderEvent, ToolCallCompleted, TranscriptItemAppended, TurnFailed,
+    ApprovalResolved, EventEnvelope, RoderEvent, ToolCallCompleted, TranscriptItemAppended,
+    TurnFailed,
 };
 use roder_api::transcript::TranscriptItem;
 
@@ -34,10 +36,22 @@ pub(crate) struct LoggedCall {
     pub tool_name: String,
     /// The outcome, when `ToolCallCompleted` reached the log.
     pub completed: Option<(String, bool)>,
+    /// Whether its `ToolCallStarted` reached the log: a call without one
+    /// never ran (it is written before the call runs).
+    pub started: bool,
+    /// The ask it was waiting on, if one was open.
+    pub awaiting_approval: Option<String>,
 }
 
 /// The result text of a call whose process died while it ran.
 pub(crate) const STOPPED_CALL_NOTE: &str = "the process running this tool call stopped before it finished (it was killed or crashed); its outcome is unknown and it may have changed the workspace partially";
+
+/// The result text of a call whose process died before it ran.
+pub(crate) const UNSTARTED_CALL_NOTE: &str = "the process running this turn stopped before this tool call started (it was killed or crashed); the call never ran";
+
+/// The result text of a call whose process died while it waited for a
+/// person's approval.
+pub(crate) const UNAPPROVED_CALL_NOTE: &str = "the process running this turn stopped while this tool call waited for approval (it was killed or crashed); the call never ran";
 
 impl TurnTracker {
     pub fn observe(&mut self, envelope: &EventEnvelope) {
@@ -74,6 +88,8 @@ impl TurnTracker {
                         call_id: id.clone(),
                         tool_name: name.clone(),
                         completed: None,
+                        started: false,
+                        awaiting_approval: None,
                     }),
                     TranscriptItem::ToolResult { id, .. } => {
                         open.calls.retain(|call| &call.call_id != id);
@@ -82,19 +98,36 @@ impl TurnTracker {
                 }
             }
             RoderEvent::ToolCallCompleted(completed) => {
-                if let Some(call) = self.open.as_mut().and_then(|open| {
-                    open.calls
-                        .iter_mut()
-                        .find(|call| call.call_id == completed.call_id)
-                }) {
+                if let Some(call) = self.call(&completed.call_id) {
                     call.completed = Some((
                         completed.output.clone().unwrap_or_default(),
                         completed.is_error,
                     ));
                 }
             }
+            RoderEvent::ToolCallStarted(started) => {
+                if let Some(call) = self.call(&started.call_id) {
+                    call.started = true;
+                }
+            }
+            RoderEvent::ApprovalRequested(asked) => {
+                if let Some(call) = self.call(&asked.call_id) {
+                    call.awaiting_approval = Some(asked.approval_id.clone());
+                }
+            }
+            RoderEvent::ApprovalResolved(resolved) => {
+                if let Some(call) = self.call(&resolved.call_id) {
+                    call.awaiting_approval = None;
+                }
+            }
             _ => {}
         }
+    }
+
+    fn call(&mut self, call_id: &str) -> Option<&mut LoggedCall> {
+        self.open
+            .as_mut()
+            .and_then(|open| open.calls.iter_mut().find(|call| call.call_id == call_id))
     }
 
     /// The turn the log leaves open, if any.
@@ -107,20 +140,39 @@ impl TurnTracker {
 pub(crate) fn closing_events(thread_id: &str, open: &OpenTurn) -> Vec<RoderEvent> {
     let mut events = Vec::new();
     for call in &open.calls {
+        if let Some(approval_id) = &call.awaiting_approval {
+            // The ask dies with its process; the call never runs later.
+            events.push(RoderEvent::ApprovalResolved(ApprovalResolved {
+                thread_id: thread_id.to_string(),
+                turn_id: open.turn_id.clone(),
+                approval_id: approval_id.clone(),
+                call_id: call.call_id.clone(),
+                decision: ApprovalDecision::Reject,
+                by: DecidedBy::ProcessStopped,
+                message: None,
+            }));
+        }
         let (output, is_error) = match &call.completed {
             Some((output, is_error)) => (output.clone(), *is_error),
             None => {
+                let note = if call.awaiting_approval.is_some() {
+                    UNAPPROVED_CALL_NOTE
+                } else if call.started {
+                    STOPPED_CALL_NOTE
+                } else {
+                    UNSTARTED_CALL_NOTE
+                };
                 events.push(RoderEvent::ToolCallCompleted(ToolCallCompleted {
                     thread_id: thread_id.to_string(),
                     turn_id: open.turn_id.clone(),
                     call_id: call.call_id.clone(),
                     tool_name: Some(call.tool_name.clone()),
-                    output: Some(STOPPED_CALL_NOTE.to_string()),
+                    output: Some(note.to_string()),
                     is_error: true,
                     data: serde_json::Value::Null,
                     duration_ms: 0,
                 }));
-                (STOPPED_CALL_NOTE.to_string(), true)
+                (note.to_string(), true)
             }
         };
         events.push(RoderEvent::TranscriptItemAppended(TranscriptItemAppended {
@@ -183,6 +235,16 @@ mod tests {
         })
     }
 
+    fn call_started(id: &str) -> RoderEvent {
+        RoderEvent::ToolCallStarted(roder_api::events::ToolCallStarted {
+            thread_id: "t".into(),
+            turn_id: "u".into(),
+            call_id: id.into(),
+            tool_name: "exec_command".into(),
+            approved_by: None,
+        })
+    }
+
     fn completed(id: &str, output: &str) -> RoderEvent {
         RoderEvent::ToolCallCompleted(ToolCallCompleted {
             thread_id: "t".into(),
@@ -225,6 +287,7 @@ mod tests {
             call("done"),
             call("running"),
             call("answered"),
+            call_started("running"),
             completed("answered", "ok"),
             item(TranscriptItem::ToolResult {
                 id: "answered".into(),
@@ -279,5 +342,52 @@ mod tests {
             "a completed call is not reported twice"
         );
         assert!(matches!(events.last(), Some(RoderEvent::TurnFailed(_))));
+    }
+
+    #[test]
+    fn a_call_left_waiting_for_approval_is_closed_as_never_run() {
+        let mut tracker = TurnTracker::default();
+        let asked = RoderEvent::ApprovalRequested(roder_api::events::ApprovalRequested {
+            thread_id: "t".into(),
+            turn_id: "u".into(),
+            approval_id: "ask-1".into(),
+            call_id: "waiting".into(),
+            tool_name: "exec_command".into(),
+            effects: roder_api::approval::ToolEffects::EXECUTE,
+            preview: Default::default(),
+            rules: Vec::new(),
+            expires_at: time::OffsetDateTime::UNIX_EPOCH,
+        });
+        for (seq, event) in [started(), call("waiting"), call("queued"), asked]
+            .into_iter()
+            .enumerate()
+        {
+            tracker.observe(&envelope(seq as u64 + 1, event));
+        }
+        let Some(open) = tracker.open_turn() else {
+            panic!("the turn is open");
+        };
+        let events = closing_events("t", open);
+        assert!(matches!(
+            &events[0],
+            RoderEvent::ApprovalResolved(ApprovalResolved { approval_id, by: DecidedBy::ProcessStopped, .. })
+                if approval_id == "ask-1"
+        ));
+        let notes: Vec<(&str, &str)> = events
+            .iter()
+            .filter_map(|event| match event {
+                RoderEvent::ToolCallCompleted(c) => {
+                    Some((c.call_id.as_str(), c.output.as_deref().unwrap_or_default()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            notes,
+            vec![
+                ("waiting", UNAPPROVED_CALL_NOTE),
+                ("queued", UNSTARTED_CALL_NOTE)
+            ]
+        );
     }
 }

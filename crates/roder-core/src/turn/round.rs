@@ -328,6 +328,7 @@ async fn run_tool_calls(
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
+            effects: ctx.tool_effects(&call.name),
         }));
     }
     let results = if ctx.plan.parallel_tool_calls && response.tool_calls.len() > 1 {

@@ -10,7 +10,7 @@ use roder_api::thread::ThreadMetadata;
 use roder_api::transcript::TranscriptItem;
 
 use crate::error::RuntimeError;
-use crate::requests::StartTurnRequest;
+use crate::requests::{StartTurnRequest, TurnOptions};
 use crate::runner::deadline::TurnDeadline;
 use crate::runtime::Runtime;
 use crate::threads::{ActiveTurn, ThreadState};
@@ -32,6 +32,28 @@ impl Runtime {
     /// it) is refused (nothing is queued, no state changes, no event is
     /// written). A turn a dead process left open is closed first.
     pub async fn start_turn(self: &Arc<Self>, request: StartTurnRequest) -> anyhow::Result<String> {
+        self.start_turn_with(request, TurnOptions::default()).await
+    }
+
+    /// [`start_turn`](Self::start_turn) with what [`StartTurnRequest`]
+    /// cannot carry: this turn's approval mode.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: std::sync::Arc<roder_core::Runtime>) -> anyhow::Result<()> {
+    /// use roder_api::policy_mode::PolicyMode;
+    /// use roder_core::{StartTurnRequest, TurnOptions};
+    ///
+    /// let look_only = TurnOptions { policy_mode: Some(PolicyMode::Plan) };
+    /// runtime
+    ///     .start_turn_with(StartTurnRequest::new("thread-id", "how is this tested?"), look_only)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_turn_with(
+        self: &Arc<Self>,
+        request: StartTurnRequest,
+        options: TurnOptions,
+    ) -> anyhow::Result<String> {
         if request.task_ledger_required {
             anyhow::bail!("task_ledger_required is not supported; set it to false");
         }
@@ -49,7 +71,9 @@ impl Runtime {
         let turn_id = uuid::Uuid::new_v4().to_string();
         let active = thread.claim_new(turn_id.clone())?;
         match self
-            .plan_turn(&thread, metadata, request, provider, engine, active)
+            .plan_turn(
+                &thread, metadata, request, options, provider, engine, active,
+            )
             .await
         {
             Ok(plan) => {
@@ -68,6 +92,7 @@ impl Runtime {
         thread: &Arc<ThreadState>,
         metadata: ThreadMetadata,
         request: StartTurnRequest,
+        options: TurnOptions,
         provider: String,
         engine: Arc<dyn roder_api::inference::InferenceEngine>,
         active: ActiveTurn,
@@ -75,6 +100,8 @@ impl Runtime {
         // Before anything is written: busy in another process, or a turn a
         // dead process left open to close.
         let writer = self.open_writer(thread).await?;
+        // Another process may have changed the thread's approvals since.
+        thread.set_approvals(metadata.approvals.clone());
         let model = request
             .model_override
             .clone()
@@ -152,6 +179,7 @@ impl Runtime {
             external_tools: metadata.external_tools,
             thread_tools: self.thread_tools.of(&thread.thread_id),
             thread_allowlist: metadata.tool_allowlist,
+            mode_override: options.policy_mode,
             deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
             deadline_seconds: self.config.turn_deadline_seconds,
             parallel_tool_calls,

@@ -1,11 +1,11 @@
-//! One tool call: parsed once, routed, its panics contained, its start and
-//! outcome published.
+//! One tool call: parsed once, routed (where it is decided and started),
+//! its panics contained, its outcome published.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures::FutureExt;
-use roder_api::events::{FileChangePreviewReady, RoderEvent, ToolCallCompleted, ToolCallStarted};
+use roder_api::events::{FileChangePreviewReady, RoderEvent, ToolCallCompleted};
 use roder_api::inference::ToolCallCompleted as ModelToolCall;
 use roder_api::tools::ToolResult;
 
@@ -24,22 +24,19 @@ pub(crate) async fn run(
     call: &ModelToolCall,
     completion: Emit,
 ) -> anyhow::Result<ToolResult> {
-    ctx.emit(RoderEvent::ToolCallStarted(ToolCallStarted {
-        thread_id: ctx.thread_id(),
-        turn_id: ctx.turn_id(),
-        call_id: call.id.clone(),
-        tool_name: call.name.clone(),
-    }))
-    .await?;
-    let started = Instant::now();
-    let RoutedResult { result, local } = match parse_arguments(call) {
+    let entered = Instant::now();
+    let RoutedResult {
+        result,
+        local,
+        stop_turn,
+        started,
+    } = match parse_arguments(call) {
         Ok(arguments) => contained(ctx, call, arguments).await,
-        Err(message) => RoutedResult {
-            result: error_result(call, message),
-            local: false,
-        },
+        Err(message) => RoutedResult::refused(call, message, false),
     };
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    // From the call's start: an approval wait is not the tool's time.
+    let duration_ms =
+        u64::try_from(started.unwrap_or(entered).elapsed().as_millis()).unwrap_or(u64::MAX);
     if local && !result.is_error {
         for change in routing::file_changes(&result) {
             ctx.emit(RoderEvent::FileChangePreviewReady(FileChangePreviewReady {
@@ -67,6 +64,11 @@ pub(crate) async fn run(
         Emit::Deferred => ctx.defer(completed),
     }
     open_calls.finish(&result);
+    if stop_turn {
+        // The person rejected the call and stopped the turn: it ends as
+        // interrupted once this result is recorded.
+        ctx.plan.active.cancellation.cancel();
+    }
     Ok(result)
 }
 
@@ -82,27 +84,15 @@ async fn contained(
         .await
     {
         Ok(routed) => routed,
-        Err(panic) => RoutedResult {
-            result: error_result(
-                call,
-                format!(
-                    "tool \"{}\" failed: it panicked ({}); this is a bug in the tool, not in your call",
-                    call.name,
-                    panic_message(panic.as_ref())
-                ),
+        Err(panic) => RoutedResult::refused(
+            call,
+            format!(
+                "tool \"{}\" failed: it panicked ({}); this is a bug in the tool, not in your call",
+                call.name,
+                panic_message(panic.as_ref())
             ),
-            local: false,
-        },
-    }
-}
-
-fn error_result(call: &ModelToolCall, text: String) -> ToolResult {
-    ToolResult {
-        id: call.id.clone(),
-        name: call.name.clone(),
-        text,
-        data: serde_json::Value::Null,
-        is_error: true,
+            false,
+        ),
     }
 }
 

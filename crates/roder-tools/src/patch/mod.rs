@@ -54,6 +54,16 @@ pub(crate) enum HunkLine {
 impl FileOp {
     /// What the section does, as its errors name it: `add a`, `delete a`,
     /// `update a`, `move a to b`, `update a and move it to b`.
+    /// The paths this operation changes: its file, and a move's target.
+    pub fn paths(&self) -> Vec<&str> {
+        match self {
+            FileOp::Add { path, .. } | FileOp::Delete { path } => vec![path.as_str()],
+            FileOp::Update { path, move_to, .. } => std::iter::once(path.as_str())
+                .chain(move_to.as_deref())
+                .collect(),
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             FileOp::Add { path, .. } => format!("add {path}"),

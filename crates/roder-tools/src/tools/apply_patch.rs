@@ -13,11 +13,12 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
 use crate::patch::{self, FileOp};
 use crate::paths::{Access, ResolvedPath};
-use crate::text::{decode_text, file_change};
+use crate::text::{decode_text, file_change, file_preview};
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema};
 use crate::workspace::Workspace;
 
@@ -32,7 +33,9 @@ pub(crate) struct ApplyPatch;
 impl CodingTool for ApplyPatch {
     type Args = Args;
     const NAME: &'static str = "apply_patch";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::WRITE
+        .union(ToolEffects::DELETE)
+        .union(ToolEffects::MOVE);
 
     fn description() -> &'static str {
         "Apply a patch to one or more files. Accepts the Codex format (`*** Begin Patch`, \
@@ -52,23 +55,43 @@ impl CodingTool for ApplyPatch {
         )
     }
 
+    /// Every path the patch names: added, updated, deleted, and both ends
+    /// of a move. A patch that does not parse names none (it fails before
+    /// doing anything).
+    fn scope(args: &Args) -> CallScope {
+        let ops = patch::parse(&args.patch).unwrap_or_default();
+        CallScope::paths(ops.iter().flat_map(FileOp::paths))
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        _ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        let plan = Plan::staged(&workspace, &args.patch).await?;
+        let files = plan
+            .changed()
+            .map(|staged| {
+                file_preview(
+                    &staged.path.absolute,
+                    &staged.path.display(),
+                    staged.before.as_deref(),
+                    staged.after.as_deref(),
+                )
+            })
+            .collect();
+        Ok(Some(CallPreview::for_files(files)))
+    }
+
     async fn run(
         workspace: Workspace,
         _ctx: &ToolExecutionContext,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        let ops = patch::parse(&args.patch).map_err(nothing_applied)?;
-        let mut plan = Plan::default();
-        for op in ops {
-            let what = op.describe();
-            plan.stage(&workspace, op).await.map_err(|error| {
-                nothing_applied(ToolError::new(format!(
-                    "apply_patch: cannot {what}: {error}"
-                )))
-            })?;
-        }
-        plan.check_nesting().map_err(nothing_applied)?;
-        plan.commit(&workspace).await
+        Plan::staged(&workspace, &args.patch)
+            .await?
+            .commit(&workspace)
+            .await
     }
 }
 
@@ -97,6 +120,31 @@ struct Plan {
 }
 
 impl Plan {
+    /// The patch parsed and staged in memory, checked whole: nothing is
+    /// written.
+    async fn staged(workspace: &Workspace, patch_text: &str) -> Result<Plan, ToolError> {
+        let ops = patch::parse(patch_text).map_err(nothing_applied)?;
+        let mut plan = Plan::default();
+        for op in ops {
+            let what = op.describe();
+            plan.stage(workspace, op).await.map_err(|error| {
+                nothing_applied(ToolError::new(format!(
+                    "apply_patch: cannot {what}: {error}"
+                )))
+            })?;
+        }
+        plan.check_nesting().map_err(nothing_applied)?;
+        Ok(plan)
+    }
+
+    /// The files the patch changes, in the order it first names them.
+    fn changed(&self) -> impl Iterator<Item = &Staged> {
+        self.order
+            .iter()
+            .filter_map(|key| self.files.get(key))
+            .filter(|staged| staged.before != staged.after)
+    }
+
     async fn load(
         &mut self,
         workspace: &Workspace,
@@ -198,11 +246,7 @@ impl Plan {
         let mut summary = Vec::new();
         let mut changes = Vec::new();
         let mut done: Vec<String> = Vec::new();
-        let changed = self
-            .order
-            .iter()
-            .filter_map(|key| self.files.get(key))
-            .filter(|staged| staged.before != staged.after);
+        let changed = self.changed();
         // Writes before deletes: a move never loses the file's only copy.
         let (writes, deletes): (Vec<&Staged>, Vec<&Staged>) =
             changed.partition(|staged| staged.after.is_some());

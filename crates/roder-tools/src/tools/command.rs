@@ -1,6 +1,7 @@
 //! What `shell` and `exec_command` share: building the request from the
 //! context's shell and deadline, and describing the outcome.
 
+use roder_api::approval::{CallPreview, CommandPreview, RunsOn};
 use roder_api::tools::ToolExecutionContext;
 
 use crate::output::DEFAULT_OUTPUT_CAP;
@@ -54,6 +55,21 @@ pub(crate) async fn run(
         outcome,
         timeout_ms,
     })
+}
+
+/// The command as it would run: its line, working directory and where.
+pub(crate) async fn preview(
+    workspace: &Workspace,
+    ctx: &ToolExecutionContext,
+    command: &str,
+    workdir: Option<&str>,
+) -> Result<CallPreview, ToolError> {
+    let cwd = workspace.command_cwd(workdir).await?;
+    Ok(CallPreview::for_command(CommandPreview {
+        command: command.to_string(),
+        cwd: cwd.display().to_string(),
+        runs_on: RunsOn::of(&ctx.workspace),
+    }))
 }
 
 pub(crate) fn wall_time(outcome: &CommandOutcome) -> String {

@@ -3,10 +3,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
-use crate::paths::Access;
-use crate::text::{decode_text, file_change};
+use crate::paths::{Access, ResolvedPath};
+use crate::text::{decode_text, file_change, file_preview};
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema, tool_bail};
 use crate::workspace::Workspace;
 
@@ -23,7 +24,7 @@ pub(crate) struct Edit;
 impl CodingTool for Edit {
     type Args = Args;
     const NAME: &'static str = "edit";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::WRITE;
 
     fn description() -> &'static str {
         "Replace exactly one occurrence of `old_string` with `new_string` in a file. `old_string` \
@@ -42,6 +43,20 @@ impl CodingTool for Edit {
         )
     }
 
+    fn scope(args: &Args) -> CallScope {
+        CallScope::paths([args.path.as_str()])
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        _ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        let (path, old, new) = edited(&workspace, &args).await?;
+        let preview = file_preview(&path.absolute, &path.display(), Some(&old), Some(&new));
+        Ok(Some(CallPreview::for_files(vec![preview])))
+    }
+
     /// One read, one write: the runtime serializes executions on a workspace
     /// around this, so nothing can slip in between.
     async fn run(
@@ -49,10 +64,8 @@ impl CodingTool for Edit {
         _ctx: &ToolExecutionContext,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        let path = workspace.resolve(&args.path, Access::Write).await?;
+        let (path, old, new) = edited(&workspace, &args).await?;
         let display = path.display();
-        let old = decode_text(workspace.read(&path).await?, &display)?;
-        let new = replace_unique(&old, &args.old_string, &args.new_string, &display)?;
         let change = file_change(&display, &old, &new);
         workspace.write(&path, new.into_bytes()).await?;
         Ok(ToolOutput::ok(
@@ -60,6 +73,18 @@ impl CodingTool for Edit {
             json!({"path": display, "file_changes": [change]}),
         ))
     }
+}
+
+/// The file the edit changes, its text, and its text after the edit.
+async fn edited(
+    workspace: &Workspace,
+    args: &Args,
+) -> Result<(ResolvedPath, String, String), ToolError> {
+    let path = workspace.resolve(&args.path, Access::Write).await?;
+    let display = path.display();
+    let old = decode_text(workspace.read(&path).await?, &display)?;
+    let new = replace_unique(&old, &args.old_string, &args.new_string, &display)?;
+    Ok((path, old, new))
 }
 
 /// Replaces the single occurrence of `old` in `content`.

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema};
@@ -31,7 +32,7 @@ fn status(end: CommandEnd) -> &'static str {
 impl CodingTool for ExecCommand {
     type Args = Args;
     const NAME: &'static str = "exec_command";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::EXECUTE;
 
     fn description() -> &'static str {
         "Run one command to completion in the workspace root (or `workdir` inside it). Reports \
@@ -48,6 +49,20 @@ impl CodingTool for ExecCommand {
             }),
             &["cmd"],
         )
+    }
+
+    fn scope(args: &Args) -> CallScope {
+        CallScope::command(args.cmd.as_str())
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        command::preview(&workspace, ctx, &args.cmd, args.workdir.as_deref())
+            .await
+            .map(Some)
     }
 
     async fn run(

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::ToolEffects;
 use roder_api::tools::ToolExecutionContext;
 
 use crate::glob_match::PathPattern;
@@ -24,7 +25,7 @@ pub(crate) struct Glob;
 impl CodingTool for Glob {
     type Args = Args;
     const NAME: &'static str = "glob";
-    const MUTATES: bool = false;
+    const EFFECTS: ToolEffects = ToolEffects::SEARCH;
 
     fn description() -> &'static str {
         "Find files by glob pattern under a directory (default: the workspace root). A pattern \

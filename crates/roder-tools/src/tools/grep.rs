@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::ToolEffects;
 use roder_api::tools::ToolExecutionContext;
 
 use crate::glob_match::PathPattern;
@@ -28,7 +29,7 @@ pub(crate) struct Grep;
 impl CodingTool for Grep {
     type Args = Args;
     const NAME: &'static str = "grep";
-    const MUTATES: bool = false;
+    const EFFECTS: ToolEffects = ToolEffects::SEARCH;
 
     fn description() -> &'static str {
         "Search file contents for a regular expression under a file or directory (default: the \

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::ToolEffects;
 use roder_api::tools::ToolExecutionContext;
 
 use crate::paths::Access;
@@ -24,7 +25,7 @@ pub(crate) struct ListFiles;
 impl CodingTool for ListFiles {
     type Args = Args;
     const NAME: &'static str = "list_files";
-    const MUTATES: bool = false;
+    const EFFECTS: ToolEffects = ToolEffects::SEARCH;
 
     fn description() -> &'static str {
         "List files and directories under a directory (default: the workspace root), `depth` levels \

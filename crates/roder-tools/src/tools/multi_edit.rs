@@ -3,10 +3,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
-use crate::paths::Access;
-use crate::text::{decode_text, file_change};
+use crate::paths::{Access, ResolvedPath};
+use crate::text::{decode_text, file_change, file_preview};
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema, tool_bail};
 use crate::tools::edit::replace_unique;
 use crate::workspace::Workspace;
@@ -30,7 +31,7 @@ pub(crate) struct MultiEdit;
 impl CodingTool for MultiEdit {
     type Args = Args;
     const NAME: &'static str = "multi_edit";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::WRITE;
 
     fn description() -> &'static str {
         "Apply several exact replacements to one file, in order. Each edit follows the rules of \
@@ -61,18 +62,27 @@ impl CodingTool for MultiEdit {
         )
     }
 
+    fn scope(args: &Args) -> CallScope {
+        CallScope::paths([args.path.as_str()])
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        _ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        let (path, old, new) = edited(&workspace, &args).await?;
+        let preview = file_preview(&path.absolute, &path.display(), Some(&old), Some(&new));
+        Ok(Some(CallPreview::for_files(vec![preview])))
+    }
+
     async fn run(
         workspace: Workspace,
         _ctx: &ToolExecutionContext,
         args: Args,
     ) -> Result<ToolOutput, ToolError> {
-        if args.edits.is_empty() {
-            tool_bail!("edits must contain at least one edit");
-        }
-        let path = workspace.resolve(&args.path, Access::Write).await?;
+        let (path, old, new) = edited(&workspace, &args).await?;
         let display = path.display();
-        let old = decode_text(workspace.read(&path).await?, &display)?;
-        let new = apply_all(&old, &args.edits, &display)?;
         let change = file_change(&display, &old, &new);
         workspace.write(&path, new.into_bytes()).await?;
         Ok(ToolOutput::ok(
@@ -80,6 +90,21 @@ impl CodingTool for MultiEdit {
             json!({"path": display, "edits": args.edits.len(), "file_changes": [change]}),
         ))
     }
+}
+
+/// The file the edits change, its text, and its text after them all.
+async fn edited(
+    workspace: &Workspace,
+    args: &Args,
+) -> Result<(ResolvedPath, String, String), ToolError> {
+    if args.edits.is_empty() {
+        tool_bail!("edits must contain at least one edit");
+    }
+    let path = workspace.resolve(&args.path, Access::Write).await?;
+    let display = path.display();
+    let old = decode_text(workspace.read(&path).await?, &display)?;
+    let new = apply_all(&old, &args.edits, &display)?;
+    Ok((path, old, new))
 }
 
 fn apply_all(content: &str, edits: &[EditArgs], display: &str) -> Result<String, ToolError> {

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::ToolEffects;
 use roder_api::tools::ToolExecutionContext;
 
 use crate::paths::Access;
@@ -29,7 +30,7 @@ pub(crate) struct ReadFile;
 impl CodingTool for ReadFile {
     type Args = Args;
     const NAME: &'static str = "read_file";
-    const MUTATES: bool = false;
+    const EFFECTS: ToolEffects = ToolEffects::READ;
 
     fn description() -> &'static str {
         "Read a UTF-8 text file. Returns numbered lines (`cat -n` style), at most `limit` lines \

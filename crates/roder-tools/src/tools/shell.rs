@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema};
@@ -22,7 +23,7 @@ pub(crate) struct Shell;
 impl CodingTool for Shell {
     type Args = Args;
     const NAME: &'static str = "shell";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::EXECUTE;
 
     fn description() -> &'static str {
         "Run a shell command in the workspace root (or `workdir` inside it) and return its exit code \
@@ -40,6 +41,20 @@ impl CodingTool for Shell {
             }),
             &["command"],
         )
+    }
+
+    fn scope(args: &Args) -> CallScope {
+        CallScope::command(args.command.as_str())
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        command::preview(&workspace, ctx, &args.command, args.workdir.as_deref())
+            .await
+            .map(Some)
     }
 
     async fn run(

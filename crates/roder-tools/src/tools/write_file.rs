@@ -3,10 +3,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use roder_api::approval::{CallPreview, CallScope, ToolEffects};
 use roder_api::tools::ToolExecutionContext;
 
 use crate::paths::Access;
-use crate::text::file_change;
+use crate::text::{file_change, file_preview};
 use crate::tool::{CodingTool, ToolError, ToolOutput, object_schema};
 use crate::workspace::Workspace;
 
@@ -22,7 +23,7 @@ pub(crate) struct WriteFile;
 impl CodingTool for WriteFile {
     type Args = Args;
     const NAME: &'static str = "write_file";
-    const MUTATES: bool = true;
+    const EFFECTS: ToolEffects = ToolEffects::WRITE;
 
     fn description() -> &'static str {
         "Create a file or replace its whole contents. Parent directories are created. The path must \
@@ -37,6 +38,26 @@ impl CodingTool for WriteFile {
             }),
             &["path", "content"],
         )
+    }
+
+    fn scope(args: &Args) -> CallScope {
+        CallScope::paths([args.path.as_str()])
+    }
+
+    async fn preview(
+        workspace: Workspace,
+        _ctx: &ToolExecutionContext,
+        args: Args,
+    ) -> Result<Option<CallPreview>, ToolError> {
+        let path = workspace.resolve(&args.path, Access::Write).await?;
+        let before = workspace.read_if_exists(&path).await?;
+        let old = before.as_deref().map(String::from_utf8_lossy);
+        Ok(Some(CallPreview::for_files(vec![file_preview(
+            &path.absolute,
+            &path.display(),
+            old.as_deref(),
+            Some(&args.content),
+        )])))
     }
 
     async fn run(

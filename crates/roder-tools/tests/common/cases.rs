@@ -732,7 +732,7 @@ pub async fn read_only_policy_refuses_mutation(h: &Harness) {
         ("exec_command", json!({"cmd": "rm r.txt"})),
     ] {
         let result = h.call_with(ctx.clone(), tool, args).await;
-        err_contains(&result, "read-only");
+        err_contains(&result, "plan mode");
         assert!(result.text.starts_with(tool), "{}", result.text);
     }
     assert_eq!(h.read("r.txt"), "keep\n");
