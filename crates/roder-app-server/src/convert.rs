@@ -2,7 +2,11 @@
 //! types (camelCase, schema-derived) so that the runtime can change its
 //! structs without changing the wire.
 
-use roder_api::events::EventEnvelope;
+use roder_api::approval::{
+    ApprovalAnswer, ApprovalDecision, ApprovalRequirement, ApprovalRules, RunsOn,
+};
+use roder_api::events::{ApprovalRequested, ApprovalResolved, EventEnvelope};
+use roder_api::policy_mode::PolicyMode;
 use roder_api::remote_runner::{RunnerCapabilities, RunnerSessionState};
 use roder_api::thread::ThreadMetadata;
 use roder_api::tools::ToolSpec;
@@ -11,7 +15,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::protocol::{
-    self, ExternalToolSpec, RunnerBindingInfo, RuntimeEvent, ThreadEvent, ThreadInfo,
+    self, ApprovalPreview, ApprovalRequestParams, ApprovalRequirementName, ApprovalResolvedParams,
+    ApprovalResult, ApprovalRulesInfo, CommandPreviewInfo, DecisionName, ExternalToolSpec,
+    FilePreviewInfo, PolicyModeName, RunnerBindingInfo, RunsOnInfo, RuntimeEvent,
+    ThreadApprovalsInfo, ThreadEvent, ThreadInfo,
 };
 
 pub(crate) fn rfc3339(timestamp: OffsetDateTime) -> String {
@@ -31,8 +38,20 @@ pub(crate) fn thread_event(envelope: &EventEnvelope) -> ThreadEvent {
     }
 }
 
-pub(crate) fn thread_info(metadata: ThreadMetadata) -> ThreadInfo {
+/// A thread as clients see it; `default_mode` is the server's mode (what a
+/// thread without its own runs under).
+pub(crate) fn thread_info(metadata: ThreadMetadata, default_mode: PolicyMode) -> ThreadInfo {
+    let approvals = ThreadApprovalsInfo {
+        mode: metadata.approvals.mode.map(mode_name),
+        effective_mode: mode_name(metadata.approvals.mode.unwrap_or(default_mode)),
+        requirement: match metadata.approvals.requirement {
+            ApprovalRequirement::Optional => ApprovalRequirementName::Optional,
+            ApprovalRequirement::Required => ApprovalRequirementName::Required,
+        },
+        rules: rules_info(&metadata.approvals.rules),
+    };
     ThreadInfo {
+        approvals,
         thread_id: metadata.thread_id,
         title: metadata.title,
         workspace: metadata.workspace,
@@ -70,6 +89,172 @@ pub(crate) fn thread_info(metadata: ThreadMetadata) -> ThreadInfo {
         archived: metadata.archived,
         created_at: rfc3339(metadata.created_at),
         updated_at: rfc3339(metadata.updated_at),
+    }
+}
+
+pub(crate) fn mode_name(mode: PolicyMode) -> PolicyModeName {
+    match mode {
+        PolicyMode::Plan => PolicyModeName::Plan,
+        PolicyMode::Default => PolicyModeName::Default,
+        PolicyMode::AcceptEdits => PolicyModeName::AcceptEdits,
+        PolicyMode::Bypass => PolicyModeName::Bypass,
+    }
+}
+
+pub(crate) fn mode(name: PolicyModeName) -> PolicyMode {
+    match name {
+        PolicyModeName::Plan => PolicyMode::Plan,
+        PolicyModeName::Default => PolicyMode::Default,
+        PolicyModeName::AcceptEdits => PolicyMode::AcceptEdits,
+        PolicyModeName::Bypass => PolicyMode::Bypass,
+    }
+}
+
+fn decision_name(decision: ApprovalDecision) -> DecisionName {
+    match decision {
+        ApprovalDecision::AllowOnce => DecisionName::AllowOnce,
+        ApprovalDecision::AllowThread => DecisionName::AllowThread,
+        ApprovalDecision::AllowAlways => DecisionName::AllowAlways,
+        ApprovalDecision::Reject => DecisionName::Reject,
+        ApprovalDecision::RejectAlways => DecisionName::RejectAlways,
+        ApprovalDecision::RejectAndStop => DecisionName::RejectAndStop,
+    }
+}
+
+pub(crate) fn answer(result: ApprovalResult) -> ApprovalAnswer {
+    let decision = match result.decision {
+        DecisionName::AllowOnce => ApprovalDecision::AllowOnce,
+        DecisionName::AllowThread => ApprovalDecision::AllowThread,
+        DecisionName::AllowAlways => ApprovalDecision::AllowAlways,
+        DecisionName::Reject => ApprovalDecision::Reject,
+        DecisionName::RejectAlways => ApprovalDecision::RejectAlways,
+        DecisionName::RejectAndStop => ApprovalDecision::RejectAndStop,
+    };
+    ApprovalAnswer {
+        decision,
+        message: result.message,
+    }
+}
+
+fn rules_info(rules: &ApprovalRules) -> ApprovalRulesInfo {
+    ApprovalRulesInfo {
+        allow: rules.allow.iter().map(ToString::to_string).collect(),
+        deny: rules.deny.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// The rules a client gave, parsed; the error names the one that is bad.
+pub(crate) fn approval_rules(
+    method: &str,
+    info: ApprovalRulesInfo,
+) -> Result<ApprovalRules, crate::error::RpcError> {
+    let parse = |field: &str, texts: Vec<String>| {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                text.parse()
+                    .map_err(|error: roder_api::approval::RuleParseError| {
+                        crate::error::RpcError::invalid_params(
+                            method,
+                            &format!("approvalRules.{field}[{index}]"),
+                            error.to_string(),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(ApprovalRules {
+        allow: parse("allow", info.allow)?,
+        deny: parse("deny", info.deny)?,
+    })
+}
+
+pub(crate) fn approval_request(ask: &ApprovalRequested) -> ApprovalRequestParams {
+    let preview = &ask.preview;
+    ApprovalRequestParams {
+        thread_id: ask.thread_id.clone(),
+        turn_id: ask.turn_id.clone(),
+        approval_id: ask.approval_id.clone(),
+        call_id: ask.call_id.clone(),
+        tool_name: ask.tool_name.clone(),
+        effects: ask.effects.names().map(str::to_string).collect(),
+        kind: serde_json::to_value(ask.effects.kind())
+            .ok()
+            .and_then(|kind| kind.as_str().map(str::to_string))
+            .unwrap_or_else(|| "other".to_string()),
+        preview: ApprovalPreview {
+            summary: preview.summary.clone(),
+            command: preview.command.as_ref().map(|command| CommandPreviewInfo {
+                command: command.command.clone(),
+                cwd: command.cwd.clone(),
+                runs_on: match &command.runs_on {
+                    RunsOn::Host => RunsOnInfo {
+                        kind: "host".into(),
+                        provider_id: None,
+                        session_id: None,
+                    },
+                    RunsOn::Runner {
+                        provider_id,
+                        session_id,
+                    } => RunsOnInfo {
+                        kind: "runner".into(),
+                        provider_id: Some(provider_id.clone()),
+                        session_id: Some(session_id.clone()),
+                    },
+                },
+            }),
+            files: preview
+                .files
+                .iter()
+                .map(|file| FilePreviewInfo {
+                    path: file.path.clone(),
+                    diff: file.diff.clone(),
+                    old_text: file.old_text.clone(),
+                    new_text: file.new_text.clone(),
+                })
+                .collect(),
+            arguments: preview.arguments.clone(),
+        },
+        rules: ask.rules.iter().map(ToString::to_string).collect(),
+        expires_at: rfc3339(ask.expires_at),
+    }
+}
+
+pub(crate) fn approval_resolved(resolved: &ApprovalResolved) -> ApprovalResolvedParams {
+    ApprovalResolvedParams {
+        thread_id: resolved.thread_id.clone(),
+        approval_id: resolved.approval_id.clone(),
+        call_id: resolved.call_id.clone(),
+        decision: decision_name(resolved.decision),
+        by: camel_case_keys(serde_json::to_value(&resolved.by).unwrap_or_default()),
+    }
+}
+
+/// `client_id` → `clientId`: the protocol's names are camelCase.
+fn camel_case_keys(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(object) => serde_json::Value::Object(
+            object
+                .into_iter()
+                .map(|(key, value)| {
+                    let mut camel = String::with_capacity(key.len());
+                    let mut upper = false;
+                    for c in key.chars() {
+                        if c == '_' {
+                            upper = true;
+                        } else if upper {
+                            camel.extend(c.to_uppercase());
+                            upper = false;
+                        } else {
+                            camel.push(c);
+                        }
+                    }
+                    (camel, value)
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 

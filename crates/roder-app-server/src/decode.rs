@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::RpcError;
-use crate::protocol::{JsonRpcRequest, RequestId};
+use crate::protocol::{JsonRpcClientResponse, JsonRpcRequest, RequestId};
 
 /// A message that could not become a request, with the id to answer to when
 /// one could be read.
@@ -15,13 +15,49 @@ pub(crate) struct Rejected {
     pub error: RpcError,
 }
 
+/// One message from a client: a request (or notification), or its answer
+/// to a request of the server's.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    Request(JsonRpcRequest),
+    Response(JsonRpcClientResponse),
+}
+
+/// Parses one message: a response (an object with an `id`, no `method`, and
+/// a `result` or an `error`) or a request ([`parse_request`]).
+pub(crate) fn parse_message(text: &str) -> Result<Incoming, Rejected> {
+    let value: Value = serde_json::from_str(text).map_err(|error| Rejected {
+        id: None,
+        error: RpcError::parse_error(error),
+    })?;
+    let is_response = value.as_object().is_some_and(|object| {
+        !object.contains_key("method")
+            && object.contains_key("id")
+            && (object.contains_key("result") || object.contains_key("error"))
+    });
+    if is_response {
+        return serde_json::from_value(value)
+            .map(Incoming::Response)
+            .map_err(|error| Rejected {
+                id: None,
+                error: RpcError::invalid_request(format!("a malformed response: {error}")),
+            });
+    }
+    request_of(value).map(Incoming::Request)
+}
+
 /// Parses one message: -32700 when it is not JSON, -32600 when it is not a
 /// single JSON-RPC 2.0 request object.
+#[cfg(test)]
 pub(crate) fn parse_request(text: &str) -> Result<JsonRpcRequest, Rejected> {
     let value: Value = serde_json::from_str(text).map_err(|error| Rejected {
         id: None,
         error: RpcError::parse_error(error),
     })?;
+    request_of(value)
+}
+
+fn request_of(value: Value) -> Result<JsonRpcRequest, Rejected> {
     let id = match &value {
         Value::Object(object) => object
             .get("id")
@@ -125,6 +161,22 @@ mod tests {
             "{:?}",
             rejected.error
         );
+    }
+
+    #[test]
+    fn answers_to_server_requests_are_responses() {
+        let Ok(Incoming::Response(response)) =
+            parse_message(r#"{"jsonrpc":"2.0","id":"approval-1","result":{"decision":"reject"}}"#)
+        else {
+            panic!("a response");
+        };
+        assert_eq!(response.id, RequestId::String("approval-1".into()));
+        assert!(matches!(
+            parse_message(r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#),
+            Ok(Incoming::Request(_))
+        ));
+        let bad = parse_message(r#"{"jsonrpc":"2.0","id":1,"result":1,"extra":2}"#).unwrap_err();
+        assert_eq!(bad.error.code, codes::INVALID_REQUEST);
     }
 
     #[test]

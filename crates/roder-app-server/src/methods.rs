@@ -76,6 +76,8 @@ methods! {
     ThreadStart = "thread/start" (ThreadStartParams) -> ThreadResult => threads::start;
     /// Subscribes to an existing thread, replaying its events after `afterSeq` first.
     ThreadResume = "thread/resume" (ThreadResumeParams) -> ThreadResumeResult => threads::resume;
+    /// Sets (or with `mode: null` clears) a thread's own approval mode; applies from its next tool call.
+    ThreadSetMode = "thread/setMode" (ThreadSetModeParams) -> ThreadResult => threads::set_mode;
     /// Stops this connection's notifications of a thread.
     ThreadUnsubscribe = "thread/unsubscribe" (ThreadIdParams) -> ThreadUnsubscribeResult => threads::unsubscribe;
     /// A thread, its last seq and its running turn.

@@ -11,7 +11,10 @@ use serde_json::{Map, Value, json};
 use crate::error::ERROR_CODES;
 use crate::handlers::session::PROTOCOL_VERSION;
 use crate::methods;
-use crate::protocol::{JsonRpcRequest, LaggedData, ServerMessage, THREAD_EVENT, ThreadEvent};
+use crate::protocol::{
+    APPROVAL_REQUEST, APPROVAL_RESOLVED, ApprovalRequestParams, ApprovalResolvedParams,
+    ApprovalResult, JsonRpcRequest, LaggedData, ServerMessage, THREAD_EVENT, ThreadEvent,
+};
 
 /// The whole protocol as one JSON Schema (draft 2020-12) document: messages
 /// in `oneOf`, every type under `$defs`, and the method, notification and
@@ -23,6 +26,9 @@ pub fn protocol_schema() -> Value {
     let methods = methods::method_schemas(&mut generator);
     let thread_event = generator.subschema_for::<ThreadEvent>();
     let lagged = generator.subschema_for::<LaggedData>();
+    let approval_request = generator.subschema_for::<ApprovalRequestParams>();
+    let approval_result = generator.subschema_for::<ApprovalResult>();
+    let approval_resolved = generator.subschema_for::<ApprovalResolvedParams>();
     let definitions = generator.take_definitions(true);
     let errors: Vec<Value> = ERROR_CODES
         .iter()
@@ -36,14 +42,31 @@ pub fn protocol_schema() -> Value {
             "params": thread_event,
         }),
     );
+    notifications.insert(
+        APPROVAL_RESOLVED.to_string(),
+        json!({
+            "description": "An ask this approver was sent is settled (by any approver, a rule, the timeout or an interrupt).",
+            "params": approval_resolved,
+        }),
+    );
+    let mut server_requests = Map::new();
+    server_requests.insert(
+        APPROVAL_REQUEST.to_string(),
+        json!({
+            "description": "Sent to connections that said capabilities.approvals in initialize, for each pending ask of a thread they follow: decide the call. The first answer of any approver wins.",
+            "params": approval_request,
+            "result": approval_result,
+        }),
+    );
     sorted(json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Roder app-server protocol",
-        "description": "JSON-RPC 2.0, one message per line (stdio) or per text frame (WebSocket). Client messages are JsonRpcRequest; server messages are ServerMessage. x-methods gives each method's params and result, x-notifications the server's notifications, x-errors the error codes.",
+        "description": "JSON-RPC 2.0, one message per line (stdio) or per text frame (WebSocket). Client messages are JsonRpcRequest; server messages are ServerMessage. x-methods gives each method's params and result, x-notifications the server's notifications, x-serverRequests the requests the server sends (a client answers them with a response), x-errors the error codes.",
         "oneOf": [request, server_message],
         "x-protocolVersion": PROTOCOL_VERSION,
         "x-methods": methods,
         "x-notifications": notifications,
+        "x-serverRequests": server_requests,
         "x-errors": errors,
         "x-clientLaggedData": lagged,
         "$defs": definitions,

@@ -83,6 +83,17 @@ pub struct ExecArgs {
     /// Stop the turn after this many seconds.
     #[arg(long)]
     pub deadline: Option<u64>,
+    /// Which calls run without asking: plan, default, accept_edits or
+    /// bypass (default: bypass, a non-interactive run). In default and
+    /// accept_edits, with a terminal on stdin and stderr, a call that needs
+    /// approval is asked there (one key per decision); without one,
+    /// `[approvals] no_approver` decides.
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<roder_api::policy_mode::PolicyMode>,
+}
+
+fn parse_mode(text: &str) -> Result<roder_api::policy_mode::PolicyMode, String> {
+    text.parse()
 }
 
 #[derive(Debug, Args)]

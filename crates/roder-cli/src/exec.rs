@@ -25,7 +25,9 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::cli::ExecArgs;
 use crate::config::{RunnerEntry, Settings};
 use crate::progress::{Ending, Progress};
+use crate::terminal_approver::{self, TerminalApprover};
 use crate::wiring;
+use roder_api::policy_mode::PolicyMode;
 
 /// Exit code when the thread is busy elsewhere (`EX_TEMPFAIL`: try later).
 const EXIT_BUSY: u8 = 75;
@@ -44,9 +46,11 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
     let deadline = args.deadline;
+    let mode = args.mode.unwrap_or(PolicyMode::Bypass);
     let wired = wiring::runtime(settings, &workspace, |config| {
         config.runtime_profile = RuntimeProfile::NonInteractive;
         config.turn_deadline_seconds = deadline;
+        config.policy_mode = mode;
     })?;
     let outcome = run_turn(settings, &args, &wired.runtime, &workspace, &mut signals).await;
     wired.shutdown().await;
@@ -86,6 +90,13 @@ async fn run_turn(
         );
         return Ok(ExitCode::from(signal.exit_code()));
     }
+    // A person at the terminal answers what the mode asks.
+    let asks = matches!(
+        args.mode,
+        Some(PolicyMode::Default | PolicyMode::AcceptEdits)
+    );
+    let _approver = (asks && !args.json && terminal_approver::available())
+        .then(|| TerminalApprover::start(runtime.clone(), &thread_id));
     let mut request = StartTurnRequest::new(&thread_id, &args.prompt);
     request.workspace = workspace.display().to_string();
     let turn_id = match runtime.start_turn(request).await {

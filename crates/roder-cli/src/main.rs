@@ -14,6 +14,7 @@ mod protection_reports;
 mod rewind_cmd;
 mod runners_cmd;
 mod sandbox_cmd;
+mod terminal_approver;
 mod threads_cmd;
 mod wiring;
 mod worktree_exec;

@@ -126,6 +126,7 @@ impl RoderMcpServer {
             runner: task.runner.clone(),
             json: false,
             deadline: None,
+            mode: None,
         };
         let thread_id =
             match crate::exec::create_thread(&self.runtime, &self.settings, &exec_args, &workspace)

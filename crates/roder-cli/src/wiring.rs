@@ -76,6 +76,10 @@ pub fn runtime(
     builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
         settings.worktrees_dir(),
     )));
+    // `allow_always` / `reject_always` rules go to config.toml.
+    builder.approval_rule_store(Arc::new(crate::config::ConfigRuleStore {
+        path: settings.config_path(),
+    }));
     let mut config = RuntimeConfig {
         default_provider: settings.model.provider.clone(),
         default_model: settings.model.model.clone(),
@@ -88,6 +92,8 @@ pub fn runtime(
             std::time::Duration::from_secs,
         ),
         reasoning: settings.reasoning_effort,
+        policy_mode: settings.policy_mode.unwrap_or_default(),
+        approvals: settings.approvals.clone(),
         ..RuntimeConfig::default()
     };
     adjust(&mut config);

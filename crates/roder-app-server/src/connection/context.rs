@@ -14,6 +14,8 @@ pub(crate) struct Context {
     pub runtime: Arc<Runtime>,
     pub limits: ConnectionLimits,
     pub subscriptions: Subscriptions,
+    /// Who the client is and whether it answers approvals.
+    pub approver: Arc<super::approver::Approver>,
     initialized: AtomicBool,
 }
 
@@ -22,13 +24,23 @@ impl Context {
         runtime: Arc<Runtime>,
         limits: ConnectionLimits,
         subscriptions: Subscriptions,
+        approver: Arc<super::approver::Approver>,
     ) -> Self {
         Self {
             runtime,
             limits,
             subscriptions,
+            approver,
             initialized: AtomicBool::new(false),
         }
+    }
+
+    /// A thread as this server describes it.
+    pub fn thread_info(
+        &self,
+        metadata: roder_api::thread::ThreadMetadata,
+    ) -> crate::protocol::ThreadInfo {
+        crate::convert::thread_info(metadata, self.runtime.config().policy_mode)
     }
 
     pub fn is_initialized(&self) -> bool {

@@ -18,23 +18,26 @@
 //! resumes with `thread/resume` or `thread/events` from the last seq it
 //! received.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use roder_api::events::EventEnvelope;
-use roder_core::Runtime;
+use roder_api::events::{EventEnvelope, RoderEvent};
+use roder_core::{ApproverGuard, Runtime};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::approver::Approver;
 use super::fanout::{Fanout, Inbox};
 use crate::convert;
 use crate::error::{RpcError, codes};
 use crate::follow::{SentCursor, SharedFollowSource};
-use crate::protocol::{LaggedData, ServerMessage, THREAD_EVENT, ThreadCursor};
+use crate::protocol::{
+    APPROVAL_REQUEST, APPROVAL_RESOLVED, LaggedData, ServerMessage, THREAD_EVENT, ThreadCursor,
+};
 
 /// Events a connection's store followers may hold before they wait for the
 /// forwarder (they read the log, so waiting loses nothing).
@@ -75,6 +78,13 @@ pub(crate) struct Forwarder {
     sent: HashMap<String, SentCursor>,
     followed_tx: mpsc::Sender<EventEnvelope>,
     followed: mpsc::Receiver<EventEnvelope>,
+    /// Whether the client answers approvals, and what it was asked.
+    approver: Arc<Approver>,
+    /// While the client answers approvals: its attachment to each thread it
+    /// follows.
+    attached: HashMap<String, ApproverGuard>,
+    /// Asks this client was sent and has not seen resolved.
+    asked: HashSet<String>,
 }
 
 impl Forwarder {
@@ -84,6 +94,7 @@ impl Forwarder {
         commands: mpsc::Receiver<Command>,
         outgoing: mpsc::Sender<ServerMessage>,
         inbox_capacity: usize,
+        approver: Arc<Approver>,
     ) -> Self {
         let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUE);
         Self {
@@ -97,6 +108,9 @@ impl Forwarder {
             sent: HashMap::new(),
             followed_tx,
             followed,
+            approver,
+            attached: HashMap::new(),
+            asked: HashSet::new(),
         }
     }
 
@@ -162,11 +176,16 @@ impl Forwarder {
         // Routed before the read: what is broadcast from now on reaches
         // the inbox, what was broadcast before is in the log already.
         self.fanout.add(&thread_id, &self.inbox);
+        if self.approver.answers() && !self.attached.contains_key(&thread_id) {
+            self.attached
+                .insert(thread_id.clone(), self.runtime.attach_approver(&thread_id));
+        }
         let page = match self.runtime.read_thread_events(&thread_id, after_seq).await {
             Ok(page) => page,
             Err(error) => {
                 if !self.delivered.contains_key(&thread_id) {
                     self.fanout.remove(&thread_id, self.inbox.id);
+                    self.attached.remove(&thread_id);
                 }
                 return Err(SubscribeError::Runtime(error));
             }
@@ -178,10 +197,12 @@ impl Forwarder {
         }
         let mut last = after_seq;
         for envelope in &page.events {
-            self.outgoing
-                .send(notification(envelope))
-                .await
-                .map_err(|_| SubscribeError::Gone)?;
+            for message in std::iter::once(notification(envelope)).chain(self.approvals(envelope)) {
+                self.outgoing
+                    .send(message)
+                    .await
+                    .map_err(|_| SubscribeError::Gone)?;
+            }
             last = envelope.seq;
         }
         if let Some(source) = self.fanout.follow_source() {
@@ -201,7 +222,33 @@ impl Forwarder {
         Ok(last)
     }
 
+    /// What an approver is sent after `envelope`: the `approval/request`
+    /// of an ask still pending (live, or replayed to a client that
+    /// subscribes while it waits), and `approval/resolved` for an ask it
+    /// was sent.
+    fn approvals(&mut self, envelope: &EventEnvelope) -> Option<ServerMessage> {
+        if !self.approver.answers() {
+            return None;
+        }
+        match &envelope.event {
+            RoderEvent::ApprovalRequested(ask)
+                if self.runtime.is_approval_pending(&ask.approval_id)
+                    && self.asked.insert(ask.approval_id.clone()) =>
+            {
+                let params = serde_json::to_value(convert::approval_request(ask)).ok()?;
+                let id = self.approver.request(&ask.approval_id);
+                Some(ServerMessage::request(id, APPROVAL_REQUEST, params))
+            }
+            RoderEvent::ApprovalResolved(resolved) if self.asked.remove(&resolved.approval_id) => {
+                let params = serde_json::to_value(convert::approval_resolved(resolved)).ok()?;
+                Some(ServerMessage::notification(APPROVAL_RESOLVED, params))
+            }
+            _ => None,
+        }
+    }
+
     fn stop_following(&mut self, thread_id: &str) {
+        self.attached.remove(thread_id);
         self.fanout.remove(thread_id, self.inbox.id);
         self.sent.remove(thread_id);
         if let Some(follower) = self.followers.remove(thread_id) {
@@ -245,10 +292,17 @@ impl Forwarder {
                         sent.store(envelope.seq, Ordering::Release);
                     }
                 }
-                Ok(())
             }
-            Err(TrySendError::Full(_)) => self.drop_subscriptions("its queue").await,
-            Err(TrySendError::Closed(_)) => Err(Gone),
+            Err(TrySendError::Full(_)) => return self.drop_subscriptions("its queue").await,
+            Err(TrySendError::Closed(_)) => return Err(Gone),
+        }
+        match self
+            .approvals(envelope)
+            .map(|message| self.outgoing.try_send(message))
+        {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err(TrySendError::Full(_))) => self.drop_subscriptions("its queue").await,
+            Some(Err(TrySendError::Closed(_))) => Err(Gone),
         }
     }
 

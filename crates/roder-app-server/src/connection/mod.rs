@@ -10,6 +10,7 @@
 //! half-done runtime call (a worktree materialized but no thread yet) would
 //! skip its rollback. Turns run on the runtime's own tasks and go on.
 
+mod approver;
 mod context;
 mod fanout;
 mod forwarder;
@@ -30,7 +31,7 @@ pub use limits::ConnectionLimits;
 use crate::decode;
 use crate::error::RpcError;
 use crate::methods::{self, ClientRequest};
-use crate::protocol::{RequestId, ServerMessage};
+use crate::protocol::{ApprovalResult, JsonRpcClientResponse, RequestId, ServerMessage};
 use context::Subscriptions;
 use forwarder::Forwarder;
 
@@ -56,15 +57,22 @@ impl Connection {
     ) -> (Connection, mpsc::Receiver<ServerMessage>) {
         let (outgoing, queue) = mpsc::channel(limits.client_queue);
         let (commands, command_queue) = mpsc::channel(COMMAND_QUEUE);
+        let approver = Arc::new(approver::Approver::new());
         let forwarder = Forwarder::new(
             runtime.clone(),
             fanout,
             command_queue,
             outgoing.clone(),
             limits.client_queue,
+            approver.clone(),
         );
         let forwarder = tokio::spawn(forwarder.run()).abort_handle();
-        let context = Arc::new(Context::new(runtime, limits, Subscriptions::new(commands)));
+        let context = Arc::new(Context::new(
+            runtime,
+            limits,
+            Subscriptions::new(commands),
+            approver,
+        ));
         let connection = Connection {
             context,
             outgoing,
@@ -83,8 +91,12 @@ impl Connection {
                 .await;
             return;
         }
-        let request = match decode::parse_request(text) {
-            Ok(request) => request,
+        let request = match decode::parse_message(text) {
+            Ok(decode::Incoming::Request(request)) => request,
+            Ok(decode::Incoming::Response(response)) => {
+                self.answered(response).await;
+                return;
+            }
             Err(rejected) => {
                 self.reply_error(rejected.id, rejected.error).await;
                 return;
@@ -123,6 +135,62 @@ impl Connection {
             let _ = outgoing.send(answer(id, reply)).await;
             drop(permit);
         });
+    }
+
+    /// The client's answer to an `approval/request`. The first answer of
+    /// any approver wins; a later one is only logged (every approver gets
+    /// `approval/resolved`). An answer that cannot be read is refused with
+    /// an error naming the request, and a corrected one is still taken.
+    async fn answered(&self, response: JsonRpcClientResponse) {
+        let Some(approval_id) = self.context.approver.answered(&response.id) else {
+            tracing::debug!(id = %response.id, "ignoring a response to no request of ours");
+            return;
+        };
+        let result = match (response.result, response.error) {
+            (Some(result), None) => serde_json::from_value::<ApprovalResult>(result)
+                .map_err(|error| format!("its result is not {{decision, message?}}: {error}")),
+            (None, Some(error)) => {
+                // The client could not answer: the ask waits for another
+                // approver or its timeout.
+                tracing::info!(
+                    approval_id,
+                    code = error.code,
+                    "a client declined to answer an approval: {}",
+                    error.message
+                );
+                return;
+            }
+            _ => Err("a response carries exactly one of result and error".to_string()),
+        };
+        match result {
+            Ok(result) => {
+                let client_id = self.context.approver.client_id();
+                if let Err(error) = self.context.runtime.resolve_approval(
+                    &approval_id,
+                    crate::convert::answer(result),
+                    &client_id,
+                ) {
+                    tracing::debug!(approval_id, "answer not taken: {error:#}");
+                }
+            }
+            Err(problem) => {
+                self.context
+                    .approver
+                    .unanswered(response.id.clone(), approval_id);
+                self.reply_error(
+                    None,
+                    RpcError::invalid_params(
+                        crate::protocol::APPROVAL_REQUEST,
+                        "result",
+                        format!(
+                            "the answer to approval/request {} is invalid: {problem}; answer it again",
+                            response.id
+                        ),
+                    ),
+                )
+                .await;
+            }
+        }
     }
 
     /// Answers a message the transport could not even read whole.

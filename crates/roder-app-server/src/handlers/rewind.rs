@@ -4,7 +4,6 @@
 use roder_api::checkpoint::WorkspaceCheckpoint;
 
 use crate::connection::Context;
-use crate::convert;
 use crate::error::RpcError;
 use crate::protocol::{
     CheckpointInfo, RewindTargetInfo, ThreadForkParams, ThreadIdParams, ThreadResult,
@@ -76,7 +75,7 @@ pub(crate) async fn fork(
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
-        thread: convert::thread_info(metadata),
+        thread: context.thread_info(metadata),
         tool_sources: Vec::new(),
     })
 }

@@ -17,8 +17,15 @@ pub(crate) async fn initialize(
             "already initialized: send initialize once per connection",
         ));
     }
+    context.approver.identify(
+        params
+            .client_info
+            .as_ref()
+            .map(|client| client.name.as_str()),
+        params.capabilities.approvals,
+    );
     if let Some(client) = &params.client_info {
-        tracing::info!(client = %client.name, version = ?client.version, "client initialized");
+        tracing::info!(client = %client.name, version = ?client.version, approvals = params.capabilities.approvals, "client initialized");
     }
     Ok(InitializeResult {
         server_info: ServerInfo {
@@ -31,5 +38,6 @@ pub(crate) async fn initialize(
             max_message_bytes: context.limits.max_message_bytes as u64,
             client_queue: context.limits.client_queue as u64,
         },
+        client_id: context.approver.client_id(),
     })
 }

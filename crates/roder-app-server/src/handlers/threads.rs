@@ -1,5 +1,6 @@
 //! `thread/*`.
 
+use roder_api::approval::{ApprovalRequirement, ThreadApprovals};
 use roder_api::thread::ThreadMetadata;
 use roder_api::thread_tools::MCP_SERVERS;
 use roder_core::{CreateThreadRequest, ThreadRunnerSelection};
@@ -9,10 +10,10 @@ use crate::connection::Context;
 use crate::convert;
 use crate::error::RpcError;
 use crate::protocol::{
-    ThreadCompactResult, ThreadEventsParams, ThreadEventsResult, ThreadHistoryParams,
-    ThreadHistoryResult, ThreadIdParams, ThreadListParams, ThreadListResult, ThreadReadResult,
-    ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadStartParams,
-    ThreadUnsubscribeResult, ToolSource, WorkdirSelection,
+    ApprovalRequirementName, ThreadCompactResult, ThreadEventsParams, ThreadEventsResult,
+    ThreadHistoryParams, ThreadHistoryResult, ThreadIdParams, ThreadListParams, ThreadListResult,
+    ThreadReadResult, ThreadResult, ThreadResumeParams, ThreadResumeResult, ThreadSetModeParams,
+    ThreadStartParams, ThreadUnsubscribeResult, ToolSource, WorkdirSelection,
 };
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
@@ -43,6 +44,17 @@ pub(crate) async fn start(
     // A declaration the runtime cannot take is refused before the thread
     // exists.
     check_mcp_servers(context, "thread/start", params.mcp_servers.as_ref())?;
+    let approvals = ThreadApprovals {
+        mode: params.policy_mode.map(convert::mode),
+        rules: match params.approval_rules {
+            Some(rules) => convert::approval_rules("thread/start", rules)?,
+            None => Default::default(),
+        },
+        requirement: match params.approvals.unwrap_or_default() {
+            ApprovalRequirementName::Optional => ApprovalRequirement::Optional,
+            ApprovalRequirementName::Required => ApprovalRequirement::Required,
+        },
+    };
     let mut request = CreateThreadRequest::in_workspace(workspace);
     request.title = params.title;
     request.provider = params.provider;
@@ -90,7 +102,13 @@ pub(crate) async fn start(
         }
         None => runtime.create_thread_with(request).await,
     };
-    let metadata = created.map_err(RpcError::from_runtime)?;
+    let mut metadata = created.map_err(RpcError::from_runtime)?;
+    if !approvals.is_default() {
+        metadata = runtime
+            .set_thread_approvals(&metadata.thread_id, approvals)
+            .await
+            .map_err(RpcError::from_runtime)?;
+    }
     let tool_sources = start_mcp_servers(context, &metadata.thread_id, params.mcp_servers).await?;
     context
         .subscriptions
@@ -98,7 +116,7 @@ pub(crate) async fn start(
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
-        thread: convert::thread_info(metadata),
+        thread: context.thread_info(metadata),
         tool_sources,
     })
 }
@@ -153,9 +171,24 @@ pub(crate) async fn resume(
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResumeResult {
-        thread: convert::thread_info(metadata),
+        thread: context.thread_info(metadata),
         last_seq,
         tool_sources,
+    })
+}
+
+pub(crate) async fn set_mode(
+    context: &Context,
+    params: ThreadSetModeParams,
+) -> Result<ThreadResult, RpcError> {
+    let metadata = context
+        .runtime
+        .set_thread_policy_mode(&params.thread_id, params.mode.map(convert::mode))
+        .await
+        .map_err(RpcError::from_runtime)?;
+    Ok(ThreadResult {
+        thread: context.thread_info(metadata),
+        tool_sources: Vec::new(),
     })
 }
 
@@ -182,7 +215,7 @@ pub(crate) async fn read(
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadReadResult {
-        thread: convert::thread_info(metadata),
+        thread: context.thread_info(metadata),
         last_seq,
         running_turn_id,
     })
@@ -224,7 +257,10 @@ pub(crate) async fn list(
         .then(|| page.last().map(|thread| ListCursor::of(thread).encode()))
         .flatten();
     Ok(ThreadListResult {
-        threads: page.into_iter().map(convert::thread_info).collect(),
+        threads: page
+            .into_iter()
+            .map(|metadata| context.thread_info(metadata))
+            .collect(),
         next_cursor,
     })
 }
@@ -297,7 +333,7 @@ pub(crate) async fn archive(
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(ThreadResult {
-        thread: convert::thread_info(metadata),
+        thread: context.thread_info(metadata),
         tool_sources: Vec::new(),
     })
 }

@@ -1,7 +1,7 @@
 //! `turn/*`.
 
 use roder_api::inference;
-use roder_core::StartTurnRequest;
+use roder_core::{StartTurnRequest, TurnOptions};
 
 use crate::connection::Context;
 use crate::error::RpcError;
@@ -28,9 +28,12 @@ pub(crate) async fn start(
         request.instructions = instructions;
     }
     request.developer_context = params.developer_context;
+    let options = TurnOptions {
+        policy_mode: params.policy_mode.map(crate::convert::mode),
+    };
     let turn_id = context
         .runtime
-        .start_turn(request)
+        .start_turn_with(request, options)
         .await
         .map_err(RpcError::from_runtime)?;
     Ok(TurnStartResult { turn_id })

@@ -112,12 +112,35 @@ pub struct JsonRpcNotification {
     pub params: Value,
 }
 
+/// A request from the server (`approval/request`): the client answers it
+/// with a response carrying the same `id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JsonRpcServerRequest {
+    pub jsonrpc: JsonRpcVersion,
+    pub id: RequestId,
+    pub method: String,
+    pub params: Value,
+}
+
+/// A client's answer to a server request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonRpcClientResponse {
+    pub jsonrpc: JsonRpcVersion,
+    pub id: RequestId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorObject>,
+}
+
 /// Anything the server writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ServerMessage {
     Response(JsonRpcResponse),
     Error(JsonRpcError),
+    Request(JsonRpcServerRequest),
     Notification(JsonRpcNotification),
 }
 
@@ -135,6 +158,15 @@ impl ServerMessage {
             jsonrpc: JsonRpcVersion,
             id,
             error,
+        })
+    }
+
+    pub fn request(id: RequestId, method: &str, params: Value) -> Self {
+        ServerMessage::Request(JsonRpcServerRequest {
+            jsonrpc: JsonRpcVersion,
+            id,
+            method: method.to_string(),
+            params,
         })
     }
 

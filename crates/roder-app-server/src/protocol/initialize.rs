@@ -9,6 +9,9 @@ pub struct InitializeParams {
     /// Who is connecting; only logged.
     #[serde(default)]
     pub client_info: Option<ClientInfo>,
+    /// What this client does besides requests (answering approvals).
+    #[serde(default)]
+    pub capabilities: super::ClientCapabilities,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -28,6 +31,9 @@ pub struct InitializeResult {
     /// Every method this server answers.
     pub methods: Vec<String>,
     pub limits: ConnectionLimitsInfo,
+    /// This connection's id: how answers it gives are recorded
+    /// (`approval_resolved.by.clientId`).
+    pub client_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

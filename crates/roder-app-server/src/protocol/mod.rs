@@ -6,6 +6,7 @@
 //! inside a `thread/event` notification, which keeps its persisted
 //! (snake_case) form so it is byte-for-byte what the thread's log holds.
 
+pub mod approval;
 pub mod envelope;
 pub mod event;
 pub mod initialize;
@@ -15,9 +16,10 @@ pub mod thread;
 pub mod turn;
 pub mod workdir;
 
+pub use approval::*;
 pub use envelope::{
-    ErrorObject, JsonRpcError, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse,
-    JsonRpcVersion, RequestId, ServerMessage,
+    ErrorObject, JsonRpcClientResponse, JsonRpcError, JsonRpcNotification, JsonRpcRequest,
+    JsonRpcResponse, JsonRpcServerRequest, JsonRpcVersion, RequestId, ServerMessage,
 };
 pub use event::{LaggedData, RuntimeEvent, THREAD_EVENT, ThreadCursor, ThreadEvent};
 pub use initialize::*;

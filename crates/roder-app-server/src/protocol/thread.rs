@@ -50,6 +50,15 @@ pub struct ThreadStartParams {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Value>>")]
     pub mcp_servers: Option<Value>,
+    /// The thread's own approval mode (default: the server's).
+    #[serde(default)]
+    pub policy_mode: Option<super::PolicyModeName>,
+    /// `required`: asks wait for an approver to follow the thread.
+    #[serde(default)]
+    pub approvals: Option<super::ApprovalRequirementName>,
+    /// The thread's own allow and deny rules.
+    #[serde(default)]
+    pub approval_rules: Option<super::ApprovalRulesInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -281,6 +290,7 @@ pub struct ThreadInfo {
     pub runner_state: Option<RunnerState>,
     /// Tokens the thread's model requests used so far.
     pub usage: ThreadUsage,
+    pub approvals: super::ThreadApprovalsInfo,
     pub archived: bool,
     /// RFC 3339.
     pub created_at: String,

@@ -27,6 +27,9 @@ pub struct TurnStartParams {
     pub instructions: Option<String>,
     #[serde(default)]
     pub developer_context: Option<String>,
+    /// This turn's approval mode, over the thread's.
+    #[serde(default)]
+    pub policy_mode: Option<super::PolicyModeName>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

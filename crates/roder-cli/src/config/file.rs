@@ -37,6 +37,35 @@ pub struct ConfigFile {
     /// a shared store, how soon another replica takes a dead one's thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer_lease_ttl_secs: Option<u64>,
+    /// Which calls run without asking, for the app server and ACP
+    /// sessions: "plan", "default" (the default), "accept_edits" or
+    /// "bypass". `roder exec` takes `--mode` instead (default "bypass").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
+    /// Allow and deny rules, the ask timeout, and what happens with nobody
+    /// to ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<ApprovalsEntry>,
+}
+
+/// `[approvals]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsEntry {
+    /// Rules that let calls run without asking: "exec:cargo test",
+    /// "write:docs/**", "tool:mcp__time__*". `allow_always` adds here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<roder_api::approval::ApprovalRule>,
+    /// Rules that refuse calls under every mode. `reject_always` adds here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<roder_api::approval::ApprovalRule>,
+    /// Seconds an ask waits for an answer (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    /// "allow" (default) or "reject": what a call that would ask does when
+    /// no approver is attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_approver: Option<roder_api::approval::NoApprover>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +156,37 @@ config = { image = "roder-sandbox:latest" }
             file.runners["box"].config["image"].as_str(),
             Some("roder-sandbox:latest")
         );
+    }
+
+    #[test]
+    fn approvals_parse_and_bad_rules_are_named() {
+        let file = ConfigFile::parse(
+            r#"
+policy_mode = "accept_edits"
+[approvals]
+allow = ["exec:cargo test", "write:docs/**"]
+deny = ["exec:rm"]
+timeout_s = 30
+no_approver = "reject"
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            file.policy_mode,
+            Some(roder_api::policy_mode::PolicyMode::AcceptEdits)
+        );
+        let approvals = file.approvals.unwrap();
+        assert_eq!(approvals.allow.len(), 2);
+        assert_eq!(approvals.deny[0].to_string(), "exec:rm");
+        assert_eq!(approvals.timeout_s, Some(30));
+        let error = ConfigFile::parse("[approvals]\nallow = [\"exec:a && b\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("exec:a && b"), "{error}");
+        let error = ConfigFile::parse("policy_mode = \"yolo\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("yolo"), "{error}");
     }
 
     #[test]

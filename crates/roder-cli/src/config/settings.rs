@@ -49,6 +49,10 @@ pub struct Settings {
     pub mcp_servers: Vec<roder_ext_mcp::McpServerConfig>,
     pub store: super::store::StoreChoice,
     pub writer_lease_ttl_secs: Option<u64>,
+    /// `policy_mode` (unset: the runtime's default).
+    pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
+    /// `[approvals]`, checked.
+    pub approvals: roder_core::ApprovalsConfig,
 }
 
 /// Providers that need no table.
@@ -113,6 +117,8 @@ impl Settings {
         let mcp_servers = super::mcp_servers::servers(&file.mcp_servers)
             .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
         let home_id = crate::home_id::load_or_create(&home)?;
+        let approvals = approvals(file.approvals.unwrap_or_default())
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
         Ok(Self {
             home,
             home_id,
@@ -130,7 +136,13 @@ impl Settings {
                 None => Default::default(),
             },
             writer_lease_ttl_secs: file.writer_lease_ttl_secs,
+            policy_mode: file.policy_mode,
+            approvals,
         })
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.toml")
     }
 
     /// The variables that hold a configured provider's key: commands never
@@ -175,6 +187,9 @@ impl Settings {
         if let Some(effort) = self.reasoning_effort {
             out.push_str(&format!("reasoning_effort = \"{}\"\n", effort.as_str()));
         }
+        if let Some(mode) = self.policy_mode {
+            out.push_str(&format!("policy_mode = \"{mode}\"\n"));
+        }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]\n"));
             let kind = match provider.kind {
@@ -206,6 +221,31 @@ impl Settings {
             ));
         }
         out.push_str(&super::mcp_servers::show(&self.mcp_servers));
+        out.push_str("\n[approvals]\n");
+        let quoted = |rules: &[roder_api::approval::ApprovalRule]| {
+            rules
+                .iter()
+                .map(|rule| toml::Value::String(rule.to_string()).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "allow = [{}]\n",
+            quoted(&self.approvals.rules.allow)
+        ));
+        out.push_str(&format!(
+            "deny = [{}]\n",
+            quoted(&self.approvals.rules.deny)
+        ));
+        out.push_str(&format!(
+            "timeout_s = {}\n",
+            self.approvals.timeout.as_secs()
+        ));
+        let no_approver = match self.approvals.no_approver {
+            roder_api::approval::NoApprover::Allow => "allow",
+            roder_api::approval::NoApprover::Reject => "reject",
+        };
+        out.push_str(&format!("no_approver = \"{no_approver}\"\n"));
         out.push_str("\n[sandbox]\n");
         match toml::to_string(&self.sandbox) {
             Ok(table) => out.push_str(&table),
@@ -213,6 +253,24 @@ impl Settings {
         }
         out
     }
+}
+
+/// `[approvals]` as the runtime takes it.
+fn approvals(entry: super::file::ApprovalsEntry) -> anyhow::Result<roder_core::ApprovalsConfig> {
+    let defaults = roder_core::ApprovalsConfig::default();
+    let timeout = match entry.timeout_s {
+        Some(0) => anyhow::bail!("[approvals] timeout_s must be at least 1"),
+        Some(seconds) => std::time::Duration::from_secs(seconds),
+        None => defaults.timeout,
+    };
+    Ok(roder_core::ApprovalsConfig {
+        rules: roder_api::approval::ApprovalRules {
+            allow: entry.allow,
+            deny: entry.deny,
+        },
+        timeout,
+        no_approver: entry.no_approver.unwrap_or(defaults.no_approver),
+    })
 }
 
 #[cfg(test)]
