@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part
 
 pub mod replica;
+pub mod ws;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
