@@ -6,6 +6,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod app_server;
+mod approvals;
 mod big_message;
 mod coding_runtime;
 mod exec_loop;
@@ -36,6 +37,7 @@ const BENCHES: &[&str] = &[
     "long-session",
     "mcp",
     "replicas",
+    "approvals",
 ];
 
 #[tokio::main]
@@ -66,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
+            "approvals" => approvals::run().await.context("approvals")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

@@ -71,12 +71,11 @@ impl Runtime {
         let turn_id = uuid::Uuid::new_v4().to_string();
         let active = thread.claim_new(turn_id.clone())?;
         match self
-            .plan_turn(
-                &thread, metadata, request, options, provider, engine, active,
-            )
+            .plan_turn(&thread, metadata, request, provider, engine, active)
             .await
         {
-            Ok(plan) => {
+            Ok(mut plan) => {
+                plan.mode_override = options.policy_mode;
                 tokio::spawn(driver::drive(self.clone(), plan));
                 Ok(turn_id)
             }
@@ -92,7 +91,6 @@ impl Runtime {
         thread: &Arc<ThreadState>,
         metadata: ThreadMetadata,
         request: StartTurnRequest,
-        options: TurnOptions,
         provider: String,
         engine: Arc<dyn roder_api::inference::InferenceEngine>,
         active: ActiveTurn,
@@ -179,7 +177,7 @@ impl Runtime {
             external_tools: metadata.external_tools,
             thread_tools: self.thread_tools.of(&thread.thread_id),
             thread_allowlist: metadata.tool_allowlist,
-            mode_override: options.policy_mode,
+            mode_override: None,
             deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
             deadline_seconds: self.config.turn_deadline_seconds,
             parallel_tool_calls,
