@@ -24,7 +24,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One part's verdict.
 #[derive(Debug, Serialize)]
-pub struct Check {
+struct Check {
     part: String,
     works: bool,
     needed: bool,
@@ -70,7 +70,7 @@ pub async fn run(
     let mut checks = Vec::new();
     let settings = match loaded {
         Ok(settings) => {
-            let detail = if config_path.exists() {
+            let detail = if exists(config_path.clone()).await {
                 format!("{} loads", config_path.display())
             } else {
                 format!("no {}: built-in defaults", config_path.display())
@@ -295,11 +295,23 @@ async fn confinement(policy: &SandboxPolicy, mechanism: HostMechanism) -> Check 
 }
 
 async fn probe(policy: SandboxPolicy) -> Result<String, String> {
-    let scratch = tempfile::tempdir().map_err(|error| format!("no scratch directory: {error}"))?;
-    let workspace = scratch.path().join("workspace");
-    let beside = scratch.path().join("beside");
+    let scratch = tokio::task::spawn_blocking(tempfile::tempdir)
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| format!("no scratch directory: {error}"))?;
+    let outcome = probe_in(scratch.path(), policy).await;
+    // Removing it is file system work too: off the async threads.
+    tokio::task::spawn_blocking(move || drop(scratch));
+    outcome
+}
+
+async fn probe_in(scratch: &Path, policy: SandboxPolicy) -> Result<String, String> {
+    let workspace = scratch.join("workspace");
+    let beside = scratch.join("beside");
     for dir in [&workspace, &beside] {
-        std::fs::create_dir(dir).map_err(|error| format!("no scratch directory: {error}"))?;
+        tokio::fs::create_dir(dir)
+            .await
+            .map_err(|error| format!("no scratch directory: {error}"))?;
     }
     let spec = roder_sandbox::CommandSpec {
         program: "sh".into(),

@@ -66,11 +66,7 @@ fn main() -> ExitCode {
         }
         command => with_settings(command, &cli.global),
     };
-    // A closed stdout ends the run as SIGPIPE would, whatever the command
-    // made of the failed write: no message.
-    if stdout::closed() {
-        stdout::exit_as_sigpipe();
-    }
+    stdout::exit_if_closed();
     match outcome {
         Ok(code) => code,
         Err(error) => {
@@ -105,7 +101,11 @@ fn block_on(
         .enable_all()
         .build()
         .map_err(|error| anyhow::anyhow!("could not start the async runtime: {error}"))?;
-    runtime.block_on(command)
+    let outcome = runtime.block_on(command);
+    // Before the runtime's drop, which would wait for a blocking read of
+    // stdin (the stdio servers') that only the client can end.
+    stdout::exit_if_closed();
+    outcome
 }
 
 /// `roder completions SHELL`: generated into memory first, since the

@@ -21,9 +21,12 @@ use tokio::io::AsyncWrite;
 /// Set once a write to stdout found its reader gone.
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Whether stdout's reader went away during this run.
-pub fn closed() -> bool {
-    CLOSED.load(Ordering::SeqCst)
+/// Ends the process as SIGPIPE would when a write found stdout's reader
+/// gone, whatever the command made of the failed write: no message.
+pub fn exit_if_closed() {
+    if CLOSED.load(Ordering::SeqCst) {
+        exit_as_sigpipe();
+    }
 }
 
 fn observe(error: std::io::Error) -> std::io::Error {
