@@ -6,34 +6,10 @@
 
 mod support;
 
-use std::path::Path;
-
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
-use support::{assert_stopped_like_sigpipe, roder, roder_into_closed_pipe, thread_id_from};
-
-fn git_repo(dir: &Path) {
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-    ] {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
+use support::{
+    assert_stopped_like_sigpipe, git_repo, roder, roder_into_closed_pipe, thread_id_from,
+};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
 const MCP_INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;

@@ -2,10 +2,13 @@
 //! against a fake Chat Completions server scripting write_file →
 //! exec_command → final answer, then `--thread` continuing the same thread.
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::{git_repo, thread_id_from};
 
 struct Run {
     code: Option<i32>,
@@ -14,57 +17,7 @@ struct Run {
 }
 
 async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(args)
-            .current_dir(workspace)
-            .env("RODER_HOME", home)
-            .env("FAKE_MODEL_KEY", "test-key")
-            .env_remove("RODER_MODEL")
-            .output(),
-    )
-    .await
-    .expect("roder should finish within 60 s")
-    .unwrap();
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn git_repo(dir: &Path) {
-    for args in [
-        vec!["init", "-q"],
-        vec![
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-    ] {
-        let status = std::process::Command::new("git")
-            .args(&args)
-            .current_dir(dir)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
+    roder_with_key(home, workspace, args, true).await
 }
 
 #[tokio::test]

@@ -234,6 +234,31 @@ pub fn assert_calls_answered(body: &Value) -> Vec<(String, String)> {
     answers
 }
 
+/// A git repository in `dir` with one empty commit.
+pub fn git_repo(dir: &Path) {
+    for args in [
+        vec!["init", "-q"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
 /// The write end of a pipe whose reader is already gone: a write to it
 /// fails with EPIPE, as when `roder ... | head -c 1` has read its byte and
 /// exited (without the race of whether `head` has exited yet).
