@@ -49,4 +49,7 @@ pub use handlers::session::PROTOCOL_VERSION;
 pub use methods::METHODS;
 pub use schema::{protocol_schema, protocol_schema_json};
 pub use stdio::{serve_stdio, serve_stdio_following, serve_stdio_with};
-pub use ws::{WsServer, WsServerConfig, bind_ws, bind_ws_following};
+pub use ws::{
+    ListenAddressError, WsServer, WsServerConfig, bind_ws, bind_ws_following,
+    resolve_listen_address,
+};

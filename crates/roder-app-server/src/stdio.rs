@@ -53,10 +53,20 @@ where
     limits.validate()?;
     let fanout = Fanout::start(&runtime, follow);
     let (connection, queue) = Connection::open(runtime, fanout, limits);
-    let writer = tokio::spawn(write_lines(stdout, queue));
+    let mut writer = tokio::spawn(write_lines(stdout, queue));
     let mut reader = BufReader::new(stdin);
+    // The writer ends early only when stdout fails (its reader went away):
+    // then reading stops at once, as nobody would see another answer.
+    let mut stopped_writer = None;
     let read = loop {
-        match read_frame(&mut reader, limits.max_message_bytes).await {
+        let frame = tokio::select! {
+            frame = read_frame(&mut reader, limits.max_message_bytes) => frame,
+            written = &mut writer => {
+                stopped_writer = Some(written);
+                break Ok(());
+            }
+        };
+        match frame {
             Ok(Frame::Eof) => break Ok(()),
             Ok(Frame::TooLong(size)) => connection.reject_oversized(size).await,
             Ok(Frame::Line(bytes)) => match String::from_utf8(bytes) {
@@ -66,16 +76,15 @@ where
             },
             Err(error) => break Err(anyhow::Error::from(error).context("reading stdin")),
         }
-        if writer.is_finished() {
-            break Ok(());
-        }
     };
     // Answer what is still running, then close the queue so the writer ends.
     connection.finish().await;
     drop(connection);
-    let written = writer
-        .await
-        .map_err(|error| anyhow::anyhow!("stdout writer failed: {error}"))?;
+    let written = match stopped_writer {
+        Some(written) => written,
+        None => writer.await,
+    }
+    .map_err(|error| anyhow::anyhow!("stdout writer failed: {error}"))?;
     read?;
     written.map_err(|error| anyhow::Error::from(error).context("writing stdout"))
 }

@@ -1,5 +1,6 @@
 //! Shutting the WebSocket server down closes its sessions and returns,
-//! while a turn a client started goes on in the runtime.
+//! while a turn a client started goes on in the runtime. The stdio server
+//! stops as soon as its stdout fails, even while stdin stays open.
 
 mod support;
 
@@ -77,4 +78,30 @@ async fn shutdown_closes_sessions_and_turns_go_on() {
         .unwrap();
     let end = wait_on_bus(&mut bus, &thread_id, RoderEvent::is_terminal).await;
     assert!(matches!(end.event, RoderEvent::TurnCompleted(_)));
+}
+
+#[tokio::test]
+async fn stdio_stops_when_stdout_fails_though_stdin_stays_open() {
+    use tokio::io::AsyncWriteExt as _;
+    let harness = Harness::new(vec![]);
+    let (mut client_out, server_in) = tokio::io::duplex(1024);
+    // Nobody reads the server's stdout any more.
+    let (server_out, client_in) = tokio::io::duplex(1024);
+    drop(client_in);
+    let serving = tokio::spawn(roder_app_server::serve_stdio(
+        harness.runtime.clone(),
+        server_in,
+        server_out,
+    ));
+    client_out
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n")
+        .await
+        .unwrap();
+    let served = tokio::time::timeout(WAIT, serving)
+        .await
+        .expect("serving ends once the answer cannot be written")
+        .unwrap();
+    let error = format!("{:#}", served.unwrap_err());
+    assert!(error.contains("writing stdout"), "{error}");
+    drop(client_out);
 }

@@ -56,7 +56,7 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
                 served = serve_stdio_following(
                     wired.runtime.clone(),
                     tokio::io::stdin(),
-                    tokio::io::stdout(),
+                    crate::stdout::tokio(),
                     ConnectionLimits::default(),
                     follow,
                 ) => served,
@@ -88,7 +88,7 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
             )
             .await?;
             // The one line on stdout: where to connect.
-            println!("ws://{}", server.local_addr());
+            crate::outln!("ws://{}", server.local_addr())?;
             eprintln!(
                 "roder: app server listening on ws://{}",
                 server.local_addr()

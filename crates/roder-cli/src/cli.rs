@@ -4,8 +4,18 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `roder --version`: the package version and the git commit the binary
+/// was built from (`unknown` when built outside a git checkout; see
+/// `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("RODER_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
-#[command(name = "roder", version, about = "An agent runtime for coding agents")]
+#[command(name = "roder", version = VERSION, about = "An agent runtime for coding agents")]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -47,10 +57,23 @@ pub enum Command {
     /// Serve Roder as an MCP server on stdio: tools that run a task in a
     /// workspace and continue a thread.
     McpServer(McpServerArgs),
-    /// The effective configuration.
+    /// The effective configuration, or a starter config.toml.
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Whether each part Roder needs works on this machine (model keys,
+    /// Docker, the sandbox mechanisms, git), and how to fix what does not.
+    Doctor {
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A shell completion script on stdout, e.g.
+    /// `roder completions bash > ~/.local/share/bash-completion/completions/roder`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -98,9 +121,10 @@ fn parse_mode(text: &str) -> Result<roder_api::policy_mode::PolicyMode, String> 
 
 #[derive(Debug, Args)]
 pub struct AppServerArgs {
-    /// Listen for WebSocket clients here (e.g. 127.0.0.1:0; port 0 picks one
-    /// and prints the address) instead of serving stdio.
-    #[arg(long)]
+    /// Listen for WebSocket clients here (HOST:PORT: 127.0.0.1:0, localhost:0,
+    /// [::1]:8080; port 0 picks one and prints the address) instead of
+    /// serving stdio. A host name is resolved once, now.
+    #[arg(long, value_parser = roder_app_server::resolve_listen_address)]
     pub listen: Option<std::net::SocketAddr>,
     /// Environment variable holding the bearer token clients must present;
     /// required to listen on a non-loopback address.
@@ -190,4 +214,11 @@ pub enum SandboxCommand {
 pub enum ConfigCommand {
     /// Print the configuration in force (never secrets).
     Show,
+    /// Write a commented starter config.toml: providers for the API keys
+    /// in the environment, the default model, the sandbox defaults.
+    Init {
+        /// Replace an existing config.toml.
+        #[arg(long)]
+        force: bool,
+    },
 }

@@ -45,6 +45,9 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
     let workspace = tokio::fs::canonicalize(&workspace)
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
+    if args.thread.is_none() {
+        crate::preflight::model_key(settings, &settings.model.provider)?;
+    }
     let deadline = args.deadline;
     let mode = args.mode.unwrap_or(PolicyMode::Bypass);
     let wired = wiring::runtime(settings, &workspace, |config| {
@@ -70,15 +73,20 @@ async fn run_turn(
         Some(thread_id) => {
             // Metadata only: the log is read (from its last compaction on)
             // when the turn starts.
-            if let Err(error) = runtime.thread_metadata(thread_id).await {
-                if let Some(RuntimeError::ThreadNotFound(_)) = error.downcast_ref() {
-                    anyhow::bail!(
-                        "thread \"{thread_id}\" does not exist in {}",
-                        settings.threads_dir().display()
-                    );
+            let metadata = match runtime.thread_metadata(thread_id).await {
+                Ok(metadata) => metadata,
+                Err(error) => {
+                    if let Some(RuntimeError::ThreadNotFound(_)) = error.downcast_ref() {
+                        anyhow::bail!(
+                            "thread \"{thread_id}\" does not exist in {}",
+                            settings.threads_dir().display()
+                        );
+                    }
+                    return Err(error);
                 }
-                return Err(error);
-            }
+            };
+            let provider = metadata.provider.as_deref();
+            crate::preflight::model_key(settings, provider.unwrap_or(&settings.model.provider))?;
             thread_id.clone()
         }
         None => create_thread(runtime, settings, args, workspace).await?,
@@ -163,7 +171,7 @@ async fn run_turn(
     let code = match ending {
         Ending::Completed(answer, incomplete) => {
             if !args.json {
-                let mut stdout = tokio::io::stdout();
+                let mut stdout = crate::stdout::tokio();
                 stdout.write_all(answer.as_bytes()).await?;
                 if !answer.ends_with('\n') {
                     stdout.write_all(b"\n").await?;
@@ -359,7 +367,7 @@ impl Progress {
         if self.json() {
             let mut line = serde_json::to_string(envelope)?;
             line.push('\n');
-            let mut stdout = tokio::io::stdout();
+            let mut stdout = crate::stdout::tokio();
             stdout.write_all(line.as_bytes()).await?;
             stdout.flush().await?;
         }

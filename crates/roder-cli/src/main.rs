@@ -1,58 +1,120 @@
 //! `roder`: run a coding agent from the command line, inspect saved threads,
 //! or serve the runtime to other programs.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// Stdout goes through `stdout.rs`, which handles a reader that went away.
+#![deny(clippy::print_stdout)]
 
 mod app_server_cmd;
 mod cli;
 mod config;
+mod doctor;
 mod exec;
 mod home_id;
 mod mcp_server_cmd;
 mod mcp_tools;
+mod preflight;
 mod progress;
 mod protection_reports;
 mod rewind_cmd;
 mod runners_cmd;
 mod sandbox_cmd;
+mod stdout;
 mod terminal_approver;
 mod threads_cmd;
 mod wiring;
 mod worktree_exec;
 
+#[cfg(test)]
+#[path = "../build/git_commit.rs"]
+mod git_commit;
+
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 
-use crate::cli::{Cli, Command, ConfigCommand, RunnersCommand, SandboxCommand, ThreadsCommand};
+use crate::cli::{
+    Cli, Command, ConfigCommand, GlobalArgs, RunnersCommand, SandboxCommand, ThreadsCommand,
+};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage errors, and --help and --version (on stdout).
+        Err(error) => {
+            if error
+                .print()
+                .is_err_and(|error| error.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                stdout::exit_as_sigpipe();
+            }
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
+        }
+    };
     init_logging();
-    // Read before the async runtime starts: plain blocking file I/O.
-    let settings = match config::Settings::load(&cli.global) {
-        Ok(settings) => settings,
-        Err(error) => {
-            eprintln!("roder: {error:#}");
-            return ExitCode::from(2);
+    let outcome = match cli.command {
+        // These work whatever config.toml says, or when it does not load.
+        Command::Completions { shell } => completions(shell),
+        Command::Config {
+            command: ConfigCommand::Init { force },
+        } => {
+            config::Settings::home(&cli.global).and_then(|home| config::starter::init(&home, force))
         }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("roder: could not start the async runtime: {error}");
-            return ExitCode::FAILURE;
+        Command::Doctor { json } => {
+            let loaded = config::Settings::load(&cli.global);
+            config::Settings::home(&cli.global)
+                .and_then(|home| block_on(doctor::run(&home, loaded, json)))
         }
+        command => with_settings(command, &cli.global),
     };
-    match runtime.block_on(run(cli.command, settings)) {
+    stdout::exit_if_closed();
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("roder: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Loads the settings (before the async runtime starts: plain blocking file
+/// I/O), then runs `command`. A config file that does not parse is exit
+/// code 2; a bad model label, like every other failure, 1.
+fn with_settings(command: Command, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    match config::Settings::load(global) {
+        Ok(settings) => block_on(run(command, settings)),
+        Err(error) => {
+            eprintln!("roder: {error:#}");
+            let code = if error.is::<config::ModelError>() {
+                1
+            } else {
+                2
+            };
+            Ok(ExitCode::from(code))
+        }
+    }
+}
+
+fn block_on(
+    command: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| anyhow::anyhow!("could not start the async runtime: {error}"))?;
+    let outcome = runtime.block_on(command);
+    // Before the runtime's drop, which would wait for a blocking read of
+    // stdin (the stdio servers') that only the client can end.
+    stdout::exit_if_closed();
+    outcome
+}
+
+/// `roder completions SHELL`: generated into memory first, since the
+/// generator panics on a failed write.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "roder", &mut script);
+    stdout::print(&String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run(command: Command, settings: config::Settings) -> anyhow::Result<ExitCode> {
@@ -91,18 +153,29 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Config {
             command: ConfigCommand::Show,
         } => {
-            print!("{}", settings.show());
+            stdout::print(&settings.show())?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            command: ConfigCommand::Init { .. },
+        }
+        | Command::Doctor { .. }
+        | Command::Completions { .. } => {
+            anyhow::bail!("this command runs before the settings load (see main)")
         }
     }
 }
 
-/// Logs go to stderr, quiet unless `RUST_LOG` asks.
+/// Logs go to stderr, quiet unless `RUST_LOG` asks; coloured by clap's
+/// rule for stderr (a terminal, unless `NO_COLOR` is set or `CLICOLOR=0`;
+/// `CLICOLOR_FORCE` forces colour), so help, errors and logs agree.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let colour = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .try_init();
 }

@@ -40,7 +40,10 @@ pub async fn run(settings: &Settings, args: McpServerArgs) -> anyhow::Result<Exi
         default_workspace: workspace,
         tool_router: RoderMcpServer::tool_router(),
     };
-    let outcome = match server.serve(rmcp::transport::stdio()).await {
+    let outcome = match server
+        .serve((tokio::io::stdin(), crate::stdout::tokio()))
+        .await
+    {
         Ok(service) => service
             .waiting()
             .await
@@ -119,6 +122,12 @@ impl RoderMcpServer {
                 )));
             }
         };
+        // Like `roder exec`: no thread for a turn that cannot authenticate.
+        if let Err(error) =
+            crate::preflight::model_key(&self.settings, &self.settings.model.provider)
+        {
+            return Ok(refusal(format!("{error:#}")));
+        }
         let exec_args = ExecArgs {
             prompt: task.prompt.clone(),
             workspace: Some(workspace.clone()),

@@ -46,17 +46,17 @@ pub async fn fork(
         "roder: forked thread {thread_id} at {at} into thread {} ({place})",
         fork.thread_id
     );
-    println!("{}", fork.thread_id);
+    crate::outln!("{}", fork.thread_id)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// For `roder threads show`: the turns the thread can go back to.
-pub fn print_targets(events: &[EventEnvelope]) {
+pub fn print_targets(events: &[EventEnvelope]) -> std::io::Result<()> {
     let targets: Vec<RewindTarget> = roder_core::rewind_targets_of(events);
     if targets.is_empty() {
-        return;
+        return Ok(());
     }
-    println!("\nrewind targets (roder threads rollback ID --turn N):");
+    crate::outln!("\nrewind targets (roder threads rollback ID --turn N):")?;
     for target in targets {
         let message = target
             .message
@@ -68,6 +68,7 @@ pub fn print_targets(events: &[EventEnvelope]) {
                 ""
             });
         let short: String = target.checkpoint.id.chars().take(12).collect();
-        println!("  turn {}  checkpoint {short}  {message}", target.turn);
+        crate::outln!("  turn {}  checkpoint {short}  {message}", target.turn)?;
     }
+    Ok(())
 }

@@ -25,10 +25,10 @@ pub async fn gc(settings: &Settings, args: &GcArgs) -> anyhow::Result<ExitCode> 
     };
     let report = provider.gc(&live, options).await?;
     for entry in &report.removed {
-        println!("{}", line("removed", entry));
+        crate::outln!("{}", line("removed", entry))?;
     }
     for entry in &report.kept {
-        println!("{}", line("kept", entry));
+        crate::outln!("{}", line("kept", entry))?;
     }
     eprintln!(
         "roder: removed {} container(s), kept {}; home {} has {} thread(s)",
@@ -64,7 +64,7 @@ pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
             Some(thread) => format!("thread={thread} (gone: `roder runners gc` removes it)"),
             None => "thread=- (warm pool)".to_string(),
         };
-        println!("{} {} {} {thread}", sandbox.id, sandbox.name, sandbox.state);
+        crate::outln!("{} {} {} {thread}", sandbox.id, sandbox.name, sandbox.state)?;
     }
     eprintln!(
         "roder: {} sandbox(es) of home {}",

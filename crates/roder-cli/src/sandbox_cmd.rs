@@ -16,28 +16,32 @@ pub fn status(settings: &Settings, json: bool) -> anyhow::Result<ExitCode> {
                 serde_json::json!({"backend": backend, "protections": protections})
             })
             .collect();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"policy": settings.sandbox, "backends": backends})
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    crate::outln!(
         "policy: mode {:?}, mechanism {:?}, network {:?}",
-        settings.sandbox.mode, settings.sandbox.mechanism, settings.sandbox.network
-    );
+        settings.sandbox.mode,
+        settings.sandbox.mechanism,
+        settings.sandbox.network
+    )?;
     for (backend, protections) in status {
-        println!("\n{backend}");
+        crate::outln!("\n{backend}")?;
         for protection in protections {
             let mark = if protection.active {
                 "active"
             } else {
                 "NOT active"
             };
-            println!(
+            crate::outln!(
                 "  {:<20} {:<11} {}",
-                protection.name, mark, protection.detail
-            );
+                protection.name,
+                mark,
+                protection.detail
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

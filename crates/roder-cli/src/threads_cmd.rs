@@ -42,13 +42,13 @@ pub async fn list(settings: &Settings) -> anyhow::Result<ExitCode> {
             .updated_at
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default();
-        println!(
+        crate::outln!(
             "{}  {}  {}  {}",
             metadata.thread_id,
             updated,
             metadata.workspace,
             first_message.lines().next().unwrap_or_default()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -60,30 +60,31 @@ pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCo
         .await?
         .ok_or_else(|| anyhow::anyhow!("thread \"{thread_id}\" does not exist"))?;
     if let Some(metadata) = &snapshot.metadata {
-        println!(
+        crate::outln!(
             "thread {}  workspace {}",
-            metadata.thread_id, metadata.workspace
-        );
+            metadata.thread_id,
+            metadata.workspace
+        )?;
     }
     if let Some(binding) = snapshot
         .metadata
         .as_ref()
         .and_then(|metadata| metadata.runner_binding.as_ref())
     {
-        println!(
+        crate::outln!(
             "runner {}  works in {}",
             binding.destination.provider_id,
             binding.workspace.display()
-        );
+        )?;
     }
     for item in snapshot.transcript() {
         match item {
-            TranscriptItem::UserMessage { text, .. } => println!("\nuser: {text}"),
-            TranscriptItem::AssistantMessage { text } => println!("\nassistant: {text}"),
+            TranscriptItem::UserMessage { text, .. } => crate::outln!("\nuser: {text}")?,
+            TranscriptItem::AssistantMessage { text } => crate::outln!("\nassistant: {text}")?,
             TranscriptItem::Reasoning { .. } => {}
             TranscriptItem::ToolCall {
                 name, arguments, ..
-            } => println!("  → {name} {arguments}"),
+            } => crate::outln!("  → {name} {arguments}")?,
             TranscriptItem::ToolResult {
                 name,
                 output,
@@ -92,11 +93,11 @@ pub async fn show(settings: &Settings, thread_id: &str) -> anyhow::Result<ExitCo
             } => {
                 let mark = if is_error { "✗" } else { "✓" };
                 let first = output.lines().next().unwrap_or_default();
-                println!("  {mark} {name}: {first}");
+                crate::outln!("  {mark} {name}: {first}")?;
             }
         }
     }
-    crate::rewind_cmd::print_targets(&snapshot.events);
+    crate::rewind_cmd::print_targets(&snapshot.events)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -121,6 +122,6 @@ pub async fn compact(settings: &Settings, thread_id: &str) -> anyhow::Result<Exi
         "roder: compacted thread {thread_id}: {} items replaced, about {} -> {} tokens",
         compacted.replaced_items, compacted.tokens_before, compacted.tokens_after
     );
-    println!("{}", compacted.summary);
+    crate::outln!("{}", compacted.summary)?;
     Ok(ExitCode::SUCCESS)
 }

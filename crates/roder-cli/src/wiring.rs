@@ -111,12 +111,7 @@ fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn Inference
             if let Some(base_url) = &entry.base_url {
                 config.base_url = base_url.clone();
             }
-            config.api_key = match &entry.api_key_env {
-                Some(variable) => ApiKeySource::env(variable),
-                // A custom server without a key variable is a local one.
-                None if name != "openai" => ApiKeySource::None,
-                None => config.api_key,
-            };
+            config.api_key = api_key(name, entry);
             if entry.context_window.is_some() {
                 config.context_window = entry.context_window;
             }
@@ -132,13 +127,23 @@ fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn Inference
             if let Some(base_url) = &entry.base_url {
                 config.base_url = base_url.clone();
             }
-            if let Some(variable) = &entry.api_key_env {
-                config.api_key = roder_ext_anthropic::ApiKeySource::env(variable);
-            }
+            config.api_key = api_key(name, entry);
             if entry.context_window.is_some() {
                 config.context_window = entry.context_window;
             }
             Arc::new(AnthropicEngine::new(config)?)
         }
     })
+}
+
+/// Where provider `name`'s key comes from: its `api_key_env`, else the
+/// vendor's own variable for Anthropic and the built-in `openai`; a custom
+/// OpenAI-compatible server without one is a local server and sends none.
+pub fn api_key(name: &str, entry: &ProviderEntry) -> ApiKeySource {
+    match (&entry.api_key_env, entry.kind) {
+        (Some(variable), _) => ApiKeySource::env(variable),
+        (None, ProviderKind::Anthropic) => AnthropicConfig::anthropic().api_key,
+        (None, _) if name == "openai" => OpenAiConfig::openai().api_key,
+        (None, _) => ApiKeySource::None,
+    }
 }

@@ -22,6 +22,8 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
     let workspace = tokio::fs::canonicalize(&workspace)
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
+    // Before the worktree and its thread exist.
+    crate::preflight::model_key(settings, &settings.model.provider)?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
     let created = wired
         .runtime

@@ -50,16 +50,16 @@ async fn stdio_answers_initialize_and_errors_by_code() {
     assert!(list["result"].is_object(), "{list}");
 }
 
-#[tokio::test]
-async fn listen_prints_the_address_and_serves_health() {
-    let home = tempfile::tempdir().unwrap();
-    let mut child = command(home.path())
+/// Starts `app-server --listen LISTEN` and asks the address it prints for
+/// `/healthz`; returns that address.
+async fn serves_health(home: &std::path::Path, listen: &str) -> String {
+    let mut child = command(home)
         .args([
             "app-server",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "-C",
-            home.path().to_str().unwrap(),
+            home.to_str().unwrap(),
         ])
         .spawn()
         .unwrap();
@@ -68,7 +68,7 @@ async fn listen_prints_the_address_and_serves_health() {
         .await
         .unwrap()
         .unwrap()
-        .unwrap();
+        .unwrap_or_else(|| panic!("--listen {listen}: no address printed"));
     let host = address.strip_prefix("ws://").expect("a ws:// address");
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
     stream
@@ -86,7 +86,15 @@ async fn listen_prints_the_address_and_serves_health() {
     .await
     .unwrap()
     .unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.starts_with("HTTP/1.1 200"), "{listen}: {response}");
+    address
+}
+
+#[tokio::test]
+async fn listen_prints_the_address_and_serves_health() {
+    let home = tempfile::tempdir().unwrap();
+    let address = serves_health(home.path(), "127.0.0.1:0").await;
+    assert!(address.starts_with("ws://127.0.0.1:"), "{address}");
 
     // A public address without a token is refused before listening.
     let refused = command(home.path())
@@ -97,4 +105,38 @@ async fn listen_prints_the_address_and_serves_health() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("token"));
+}
+
+#[tokio::test]
+async fn listen_takes_host_names_and_applies_the_loopback_rule_to_their_address() {
+    let home = tempfile::tempdir().unwrap();
+    // Resolved once, to a loopback address: served without a token.
+    let address = serves_health(home.path(), "localhost:0").await;
+    let bound: std::net::SocketAddr = address["ws://".len()..].parse().unwrap();
+    assert!(bound.ip().is_loopback(), "{address}");
+    let address = serves_health(home.path(), "[::1]:0").await;
+    assert!(address.starts_with("ws://[::1]:"), "{address}");
+
+    // "0" is a name to Rust, but the resolver reads it as 0.0.0.0, every
+    // address: the loopback rule sees what it resolved to, so it needs a
+    // token (exit 1: refused when binding, not when parsing).
+    for (listen, code, says) in [
+        ("no-such-host.invalid:80", 2, "cannot resolve the host name"),
+        ("localhost", 2, "has no :PORT"),
+        ("::1:80", 2, "without brackets"),
+        ("0:0", 1, "refusing to listen on 0.0.0.0:0 without a token"),
+    ] {
+        let refused = command(home.path())
+            .args(["app-server", "--listen", listen])
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(code), "{listen}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains(listen),
+            "{listen}: {stderr}"
+        );
+    }
 }

@@ -2,10 +2,13 @@
 //! against a fake Chat Completions server scripting write_file →
 //! exec_command → final answer, then `--thread` continuing the same thread.
 
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::{git_repo, thread_id_from};
 
 struct Run {
     code: Option<i32>,
@@ -14,57 +17,7 @@ struct Run {
 }
 
 async fn roder(home: &Path, workspace: &Path, args: &[&str]) -> Run {
-    let output = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(args)
-            .current_dir(workspace)
-            .env("RODER_HOME", home)
-            .env("FAKE_MODEL_KEY", "test-key")
-            .env_remove("RODER_MODEL")
-            .output(),
-    )
-    .await
-    .expect("roder should finish within 60 s")
-    .unwrap();
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn git_repo(dir: &Path) {
-    for args in [
-        vec!["init", "-q"],
-        vec![
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ],
-    ] {
-        let status = std::process::Command::new("git")
-            .args(&args)
-            .current_dir(dir)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
+    roder_with_key(home, workspace, args, true).await
 }
 
 #[tokio::test]
@@ -305,4 +258,117 @@ async fn ctrl_c_interrupts_the_turn_and_saves_the_thread() {
     )
     .unwrap();
     assert!(events.lines().last().unwrap().contains("turn_interrupted"));
+}
+
+/// `roder ARGS` in `workspace`, with the fake provider's key variable set
+/// or not.
+async fn roder_with_key(home: &Path, workspace: &Path, args: &[&str], key: bool) -> Run {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"));
+    command
+        .args(args)
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env_remove("RODER_MODEL")
+        .env_remove("FAKE_MODEL_KEY");
+    if key {
+        command.env("FAKE_MODEL_KEY", "test-key");
+    }
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("roder should finish within 60 s")
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn exec_refuses_what_cannot_work_before_creating_anything() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    git_repo(workspace.path());
+    let server = FakeModelServer::start().await.unwrap();
+    server.require_api_key("test-key");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/m\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"FAKE_MODEL_KEY\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(ChatStream::text_reply("Hello."));
+    let first = roder_with_key(home.path(), workspace.path(), &["exec", "hi"], true).await;
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let thread = thread_id_from(&first.stderr);
+    let events = home
+        .path()
+        .join("threads")
+        .join(&thread)
+        .join("events.jsonl");
+    let events_before = std::fs::read(&events).unwrap();
+    let listed = async || {
+        let run = roder_with_key(home.path(), workspace.path(), &["threads", "list"], true).await;
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        run.stdout
+    };
+    let listed_before = listed().await;
+    assert!(listed_before.contains(&thread), "{listed_before}");
+
+    for (args, key, says) in [
+        (
+            &["exec", "hi"][..],
+            false,
+            "needs an API key in FAKE_MODEL_KEY, which is not set; export FAKE_MODEL_KEY=",
+        ),
+        (
+            &["exec", "--thread", &thread, "hi"],
+            false,
+            "FAKE_MODEL_KEY",
+        ),
+        (&["exec", "--worktree", "hi"], false, "FAKE_MODEL_KEY"),
+        (
+            &["--model", "nope/m", "exec", "hi"],
+            true,
+            "model provider \"nope\" is not configured",
+        ),
+        (
+            &["--model", "fake/m 2", "exec", "hi"],
+            true,
+            "is not of the form provider/model",
+        ),
+        (
+            &["exec", "--runner", "nowhere", "hi"],
+            true,
+            "runner \"nowhere\" is not configured",
+        ),
+    ] {
+        let run = roder_with_key(home.path(), workspace.path(), args, key).await;
+        assert_eq!(run.code, Some(1), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert_eq!(
+            listed().await,
+            listed_before,
+            "{args:?} changed the threads"
+        );
+    }
+    assert_eq!(std::fs::read(&events).unwrap(), events_before);
+    assert_eq!(
+        std::fs::read_dir(home.path().join("threads"))
+            .unwrap()
+            .count(),
+        1,
+        "no thread directory was made"
+    );
+    assert!(
+        !home.path().join("worktrees").exists()
+            || std::fs::read_dir(home.path().join("worktrees"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no worktree was made"
+    );
+    assert_eq!(server.model_requests().len(), 1, "no model request either");
 }

@@ -6,7 +6,9 @@
 //! Needs the Docker daemon and `roder-sandbox:latest`
 //! (`scripts/build-sandbox-image.sh`). Skips loudly without a daemon socket;
 //! a missing image fails. Every container carries a `roder-test` label unique
-//! to the run, and a guard removes them all however the test ends.
+//! to the run, and a guard removes them all however the test ends. `runners
+//! list` and `runners gc` with their stdout's reader gone stop as SIGPIPE
+//! would (the other commands: `broken_pipe_e2e.rs`).
 
 mod docker_support;
 mod support;
@@ -16,7 +18,7 @@ use std::path::Path;
 use docker_support::{docker_or_skip, home_with_docker_runner};
 use roder_ext_runner_docker::labels;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
-use support::{roder, thread_id_from};
+use support::{assert_stopped_like_sigpipe, roder, roder_into_closed_pipe, thread_id_from};
 
 /// Runs one docker-bound turn in `home` (a command in the container) and
 /// returns the new thread's id.
@@ -114,6 +116,13 @@ async fn gc_of_one_home_never_touches_another_homes_sandbox() {
         after_b.contains(&box_a) && after_b.contains(&box_b),
         "B's gc kept both: {after_b:?}"
     );
+
+    // Both print a line per container: with their reader gone they stop
+    // as SIGPIPE would (B's gc keeps both containers again).
+    for args in [&["runners", "list"][..], &["runners", "gc"]] {
+        let run = roder_into_closed_pipe(home_b.path(), workspace.path(), args, "").await;
+        assert_stopped_like_sigpipe(&run, args);
+    }
 
     let from_a = roder(home_a.path(), workspace.path(), &["runners", "gc"]).await;
     assert_eq!(from_a.code, Some(0), "{}", from_a.stderr);

@@ -56,8 +56,9 @@ mod workspace_restore;
 /// client version.
 pub use bollard;
 pub use checkpoint::DockerCheckpointer;
-pub use client::{DEFAULT_SOCKET, daemon_socket_present};
+pub use client::{DEFAULT_SOCKET, daemon_address, daemon_socket_present};
 pub use config::{Checkpoints, Cleanup, DockerConfig};
+pub use container::require_image;
 pub use exec::MARKER_VAR;
 pub use gc::{GcEntry, GcOptions, GcReport, GcVerdict};
 pub use provider::{DockerRunnerProvider, PROVIDER_ID};

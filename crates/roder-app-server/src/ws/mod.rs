@@ -6,6 +6,7 @@
 //! it (see `auth`).
 
 mod auth;
+mod listen;
 
 use axum::serve::ListenerExt;
 use std::net::SocketAddr;
@@ -30,6 +31,8 @@ use tokio::sync::{mpsc, watch};
 use crate::connection::{Connection, ConnectionLimits, Fanout};
 use crate::follow::SharedFollowSource;
 use crate::protocol::ServerMessage;
+
+pub use listen::{ListenAddressError, resolve_listen_address};
 
 /// How [`bind_ws`] listens.
 #[derive(Debug, Clone, PartialEq, Eq)]

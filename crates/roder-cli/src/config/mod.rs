@@ -5,8 +5,9 @@ mod file;
 pub mod mcp_servers;
 mod rule_store;
 mod settings;
+pub mod starter;
 pub mod store;
 
 pub use file::{ProviderEntry, ProviderKind, RunnerEntry};
 pub use rule_store::ConfigRuleStore;
-pub use settings::Settings;
+pub use settings::{ModelError, Settings};

@@ -17,16 +17,26 @@ pub struct ModelLabel {
     pub model: String,
 }
 
+/// A model label that is malformed or names no configured provider. It is
+/// refused before anything is created, with exit code 1 (`roder exec`'s
+/// failure), not 2 (a config file that does not parse).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(String);
+
 impl ModelLabel {
-    pub fn parse(label: &str) -> anyhow::Result<Self> {
+    pub fn parse(label: &str) -> Result<Self, ModelError> {
+        let well_formed = |part: &str| {
+            !part.is_empty() && !part.chars().any(|c| c.is_whitespace() || c.is_control())
+        };
         match label.split_once('/') {
-            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(Self {
+            Some((provider, model)) if well_formed(provider) && well_formed(model) => Ok(Self {
                 provider: provider.to_string(),
                 model: model.to_string(),
             }),
-            _ => anyhow::bail!(
-                "model \"{label}\" is not of the form provider/model (for example openai/gpt-5)"
-            ),
+            _ => Err(ModelError(format!(
+                "model {label:?} is not of the form provider/model without spaces (for example openai/gpt-5); fix --model, RODER_MODEL or `model` in config.toml"
+            ))),
         }
     }
 }
@@ -80,13 +90,18 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
 }
 
 impl Settings {
-    pub fn load(args: &GlobalArgs) -> anyhow::Result<Self> {
-        let home = match &args.home {
-            Some(home) => home.clone(),
-            None => dirs::home_dir()
+    /// Roder's home: `--home`, `RODER_HOME`, else `~/.roder`.
+    pub fn home(args: &GlobalArgs) -> anyhow::Result<PathBuf> {
+        match &args.home {
+            Some(home) => Ok(home.clone()),
+            None => Ok(dirs::home_dir()
                 .ok_or_else(|| anyhow::anyhow!("cannot find the home directory; set RODER_HOME"))?
-                .join(".roder"),
-        };
+                .join(".roder")),
+        }
+    }
+
+    pub fn load(args: &GlobalArgs) -> anyhow::Result<Self> {
+        let home = Self::home(args)?;
         let path = home.join("config.toml");
         let file = match std::fs::read_to_string(&path) {
             Ok(text) => ConfigFile::parse(&text)
@@ -107,12 +122,13 @@ impl Settings {
         providers.extend(file.providers);
         let model = ModelLabel::parse(&label)?;
         if !providers.contains_key(&model.provider) {
-            anyhow::bail!(
+            return Err(ModelError(format!(
                 "model provider \"{}\" is not configured (configured: {}); add a [providers.{}] table with kind, base_url and api_key_env",
                 model.provider,
                 providers.keys().cloned().collect::<Vec<_>>().join(", "),
                 model.provider
-            );
+            ))
+            .into());
         }
         let mcp_servers = super::mcp_servers::servers(&file.mcp_servers)
             .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
@@ -246,10 +262,12 @@ impl Settings {
             roder_api::approval::NoApprover::Reject => "reject",
         };
         out.push_str(&format!("no_approver = \"{no_approver}\"\n"));
-        out.push_str("\n[sandbox]\n");
-        match toml::to_string(&self.sandbox) {
-            Ok(table) => out.push_str(&table),
-            Err(error) => out.push_str(&format!("# cannot show the sandbox policy: {error}\n")),
+        // Under its key, so nested tables print as [sandbox.env], not [env].
+        let sandbox = toml::Value::try_from(&self.sandbox)
+            .map(|policy| toml::Table::from_iter([("sandbox".to_string(), policy)]));
+        match sandbox.and_then(|table| toml::to_string(&table)) {
+            Ok(table) => out.push_str(&format!("\n{table}")),
+            Err(error) => out.push_str(&format!("\n# cannot show the sandbox policy: {error}\n")),
         }
         out
     }
@@ -284,5 +302,65 @@ mod tests {
         assert_eq!(label.model, "anthropic/claude");
         assert!(ModelLabel::parse("gpt-5").is_err());
         assert!(ModelLabel::parse("/gpt-5").is_err());
+        assert!(ModelLabel::parse("openai/").is_err());
+        assert!(ModelLabel::parse("openai/gpt 5").is_err());
+        assert!(ModelLabel::parse("open ai/gpt-5").is_err());
+        assert!(ModelLabel::parse("openai/gpt-5\n").is_err());
+    }
+
+    fn shown(home: &std::path::Path) -> String {
+        let args = GlobalArgs {
+            home: Some(home.to_path_buf()),
+            model: None,
+        };
+        let shown = Settings::load(&args).unwrap().show();
+        shown
+            .lines()
+            .filter(|line| !line.starts_with("# home"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn config_show_prints_a_config_that_loads_to_the_same_settings() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            r#"
+model = "local/qwen"
+reasoning_effort = "low"
+[providers.local]
+kind = "openai-chat"
+base_url = "http://127.0.0.1:1/v1"
+context_window = 1000
+[runners.box]
+provider = "docker"
+config = { image = "roder-sandbox:latest", sandbox = { network = "on" } }
+[mcp_servers.docs]
+url = "http://127.0.0.1:8000/mcp"
+bearer_token_env_var = "DOCS_TOKEN"
+tool_timeout_sec = 0.5
+[sandbox]
+mechanism = "bubblewrap"
+env = { pass = ["CARGO_HOME"], set = { A = "1" } }
+limits = { cpus = 1.5, max_processes = 10 }
+"#,
+        )
+        .unwrap();
+        let first = shown(home.path());
+        assert!(first.contains("[sandbox.env.set]"), "{first}");
+        let again = tempfile::tempdir().unwrap();
+        std::fs::write(again.path().join("config.toml"), &first).unwrap();
+        assert_eq!(shown(again.path()), first);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn labels_parse_or_are_refused_and_accepted_ones_rejoin(label in "\\PC{0,30}") {
+            if let Ok(parsed) = ModelLabel::parse(&label) {
+                proptest::prop_assert_eq!(format!("{}/{}", parsed.provider, parsed.model), label);
+                proptest::prop_assert!(!parsed.provider.contains('/'));
+            }
+        }
     }
 }

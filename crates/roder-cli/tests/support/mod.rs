@@ -234,3 +234,107 @@ pub fn assert_calls_answered(body: &Value) -> Vec<(String, String)> {
     );
     answers
 }
+
+/// A git repository in `dir` with one empty commit.
+pub fn git_repo(dir: &Path) {
+    for args in [
+        vec!["init", "-q"],
+        vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+/// The write end of a pipe whose reader is already gone: a write to it
+/// fails with EPIPE, as when `roder ... | head -c 1` has read its byte and
+/// exited (without the race of whether `head` has exited yet).
+pub fn closed_pipe() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills both descriptors on success; each is owned once.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    write
+}
+
+/// `roder ARGS` with stdout into a [`closed_pipe`]; `input` is written to
+/// its stdin, which then stays open until it exits (a client that is still
+/// there, only no longer reading).
+pub async fn roder_into_closed_pipe(
+    home: &Path,
+    workspace: &Path,
+    args: &[&str],
+    input: &str,
+) -> Finished {
+    use std::os::unix::process::ExitStatusExt as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(args)
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(closed_pipe()))
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(120), async {
+        pipe.read_to_string(&mut stderr).await.unwrap();
+        child.wait().await.unwrap()
+    })
+    .await
+    .unwrap_or_else(|_| panic!("roder {args:?} still runs 120 s after its stdout closed"));
+    drop(stdin);
+    Finished {
+        code: status.code(),
+        signal: status.signal(),
+        stdout: String::new(),
+        stderr,
+    }
+}
+
+/// What `git` or `grep` does when its reader goes away: killed by SIGPIPE,
+/// nothing about it on stderr.
+pub fn assert_stopped_like_sigpipe(run: &Finished, args: &[&str]) {
+    assert_eq!(
+        run.signal,
+        Some(libc::SIGPIPE),
+        "roder {args:?} with a closed stdout: exit code {:?}, stderr:\n{}",
+        run.code,
+        run.stderr
+    );
+    for noise in ["panicked", "Broken pipe", "os error", "backtrace"] {
+        assert!(
+            !run.stderr.contains(noise),
+            "roder {args:?} said {noise:?} on stderr:\n{}",
+            run.stderr
+        );
+    }
+}
