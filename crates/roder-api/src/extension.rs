@@ -28,6 +28,7 @@ pub struct ExtensionRegistryBuilder {
     workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
     thread_tool_factories: Vec<Arc<dyn ThreadToolFactory>>,
     approval_rule_store: Option<SharedApprovalRuleStore>,
+    trace_context: Option<Arc<dyn crate::telemetry::TraceContext>>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -106,6 +107,17 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// What turns the runtime's spans into a trace (an OpenTelemetry
+    /// exporter), and gives their `traceparent` to pass on. At most one
+    /// (the last wins).
+    pub fn trace_context(
+        &mut self,
+        trace_context: Arc<dyn crate::telemetry::TraceContext>,
+    ) -> &mut Self {
+        self.trace_context = Some(trace_context);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -154,6 +166,7 @@ impl ExtensionRegistryBuilder {
             workspace_checkpointers: self.workspace_checkpointers,
             thread_tool_factories,
             approval_rule_store: self.approval_rule_store,
+            trace_context: self.trace_context,
         })
     }
 }
@@ -170,4 +183,5 @@ pub struct ExtensionRegistry {
     pub workspace_checkpointers: Vec<Arc<dyn WorkspaceCheckpointer>>,
     pub thread_tool_factories: BTreeMap<String, Arc<dyn ThreadToolFactory>>,
     pub approval_rule_store: Option<SharedApprovalRuleStore>,
+    pub trace_context: Option<Arc<dyn crate::telemetry::TraceContext>>,
 }

@@ -146,6 +146,9 @@ pub struct InferenceTurnContext<'a> {
     /// Cancelled when the turn is interrupted or its deadline passes; engines
     /// stop retrying and drop their connection.
     pub cancellation: &'a CancellationToken,
+    /// The `traceparent` of this model call's span when the turn is traced:
+    /// HTTP engines send it as a header.
+    pub traceparent: Option<&'a str>,
 }
 
 /// Everything the model sees in one request.

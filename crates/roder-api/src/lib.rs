@@ -19,6 +19,7 @@ pub mod runner_idle;
 pub mod runner_workspace;
 pub mod sandbox_policy;
 pub mod stop_reason;
+pub mod telemetry;
 pub mod thread;
 pub mod thread_id;
 pub mod thread_tools;

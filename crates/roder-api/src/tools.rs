@@ -155,6 +155,9 @@ pub struct ToolExecutionContext {
     /// Variables holding a configured provider's credential: never in a
     /// command's environment, whatever the policy passes.
     pub credential_vars: Vec<String>,
+    /// The W3C `traceparent` of this call's span when the turn is traced:
+    /// commands get it as `TRACEPARENT`, so what they run joins the trace.
+    pub traceparent: Option<String>,
 }
 
 impl ToolExecutionContext {
@@ -174,6 +177,7 @@ impl ToolExecutionContext {
                 .iter()
                 .map(|name| name.to_string())
                 .collect(),
+            traceparent: None,
         }
     }
 

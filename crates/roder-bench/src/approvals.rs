@@ -170,7 +170,10 @@ async fn in_process(mode: Option<PolicyMode>) -> anyhow::Result<f64> {
     runtime
         .start_turn_with(
             StartTurnRequest::new(&thread_id, "go"),
-            TurnOptions { policy_mode: mode },
+            TurnOptions {
+                policy_mode: mode,
+                ..TurnOptions::default()
+            },
         )
         .await?;
     loop {

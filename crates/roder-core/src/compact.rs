@@ -90,6 +90,7 @@ impl Runtime {
                     turn_id: &compaction_id,
                     reliability: &self.config.reliability,
                     cancellation: &active.cancellation,
+                    traceparent: None,
                 },
                 request,
                 threshold,

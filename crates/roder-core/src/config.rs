@@ -101,6 +101,10 @@ pub struct RuntimeConfig {
     pub credential_vars: Vec<String>,
     /// Rules, the ask timeout and what happens with nobody to ask.
     pub approvals: ApprovalsConfig,
+    /// Whether traces carry prompts, model outputs, tool arguments and
+    /// outputs (`[telemetry] capture_content`). Off: spans carry names,
+    /// ids, counts and timings only.
+    pub telemetry_capture_content: bool,
 }
 
 /// `[approvals]`: the runtime's rules and how asks behave.
@@ -156,6 +160,7 @@ impl Default for RuntimeConfig {
             sandbox: Default::default(),
             credential_vars: Vec::new(),
             approvals: ApprovalsConfig::default(),
+            telemetry_capture_content: false,
         }
     }
 }

@@ -39,6 +39,7 @@ mod runner;
 pub mod runtime;
 mod thread_tools;
 mod threads;
+mod trace;
 mod turn;
 mod workdirs;
 mod writer;

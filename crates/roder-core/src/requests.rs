@@ -103,13 +103,15 @@ impl StartTurnRequest {
 /// use roder_api::policy_mode::PolicyMode;
 /// use roder_core::TurnOptions;
 ///
-/// let options = TurnOptions { policy_mode: Some(PolicyMode::Plan) };
+/// let options = TurnOptions { policy_mode: Some(PolicyMode::Plan), traceparent: None };
 /// assert_ne!(options, TurnOptions::default());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnOptions {
     /// This turn's approval mode, over the thread's and the runtime's.
     pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
+    /// A client's W3C `traceparent`: the turn's trace continues it.
+    pub traceparent: Option<String>,
 }
 
 /// The client's answer to an `ExternalToolCallRequested` event.

@@ -200,6 +200,7 @@ async fn started(
     call: &ModelToolCall,
     approved_by: DecidedBy,
 ) -> anyhow::Result<std::time::Instant> {
+    tracing::Span::current().record("roder.tool.approved_by", approved_by.to_string());
     ctx.emit(RoderEvent::ToolCallStarted(ToolCallStarted {
         thread_id: ctx.thread_id(),
         turn_id: ctx.turn_id(),
@@ -350,6 +351,18 @@ fn context(
     workspace: ToolWorkspace,
 ) -> ToolExecutionContext {
     let TurnContext { runtime, plan } = ctx;
+    let span = tracing::Span::current();
+    match &workspace {
+        ToolWorkspace::Remote(remote) => {
+            let state = remote.session.state();
+            span.record("roder.runs_on", "runner");
+            span.record("roder.runner.provider", state.provider_id.as_str());
+            span.record("roder.runner.session_id", state.session_id.as_str());
+        }
+        ToolWorkspace::Local(_) | ToolWorkspace::None => {
+            span.record("roder.runs_on", "host");
+        }
+    }
     ToolExecutionContext {
         thread_id: plan.thread_id().to_string(),
         turn_id: plan.turn_id.clone(),
@@ -361,6 +374,7 @@ fn context(
         cancellation: plan.active.cancellation.clone(),
         sandbox: plan.sandbox.clone(),
         credential_vars: runtime.config.all_credential_vars(),
+        traceparent: crate::trace::traceparent(runtime),
     }
 }
 

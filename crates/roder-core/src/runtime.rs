@@ -55,6 +55,8 @@ pub struct Runtime {
     pub(crate) thread_tools: crate::thread_tools::ThreadToolTable,
     /// Approvers, pending asks and the runtime's rules (`approvals/`).
     pub(crate) approvals: crate::approvals::Approvals,
+    /// Gives spans their `traceparent` when the runtime is traced (`trace.rs`).
+    pub(crate) trace_context: Option<Arc<dyn roder_api::telemetry::TraceContext>>,
 }
 
 impl Runtime {
@@ -117,6 +119,7 @@ impl Runtime {
             thread_tool_factories: registry.thread_tool_factories,
             thread_tools: Default::default(),
             approvals,
+            trace_context: registry.trace_context,
         })
     }
 

@@ -178,7 +178,10 @@ async fn run_turn(setup: &Setup, thread_id: &str, mode: Option<PolicyMode>) -> V
         .runtime
         .start_turn_with(
             StartTurnRequest::new(thread_id, "go"),
-            TurnOptions { policy_mode: mode },
+            TurnOptions {
+                policy_mode: mode,
+                ..TurnOptions::default()
+            },
         )
         .await
         .unwrap();

@@ -79,13 +79,16 @@ impl InferenceEngine for AnthropicEngine {
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
         let body = build_body(&request, self.connection.config());
-        let exchange = self.connection.exchange(
-            Method::POST,
-            "messages",
-            Some(&body),
-            ctx.reliability,
-            ctx.cancellation.clone(),
-        )?;
+        let exchange = self
+            .connection
+            .exchange(
+                Method::POST,
+                "messages",
+                Some(&body),
+                ctx.reliability,
+                ctx.cancellation.clone(),
+            )?
+            .with_traceparent(ctx.traceparent);
         // `start` returns a prompt that is too long as `ContextOverflow`.
         Driver::start(exchange, MessagesDecoder::default()).await
     }

@@ -241,6 +241,7 @@ async fn no_retry_once_text_was_delivered_even_for_an_overload() {
         turn_id: "u",
         reliability: &reliability,
         cancellation: &cancel,
+        traceparent: None,
     };
     let mut stream = engine
         .stream_turn(ctx, request(vec![user("hi")], None))
@@ -313,6 +314,7 @@ async fn cancelling_stops_a_waiting_stream_and_drops_the_connection() {
         turn_id: "u",
         reliability: &reliability,
         cancellation: &cancel,
+        traceparent: None,
     };
     let mut stream = engine
         .stream_turn(ctx, request(vec![user("hi")], None))
@@ -348,6 +350,7 @@ async fn a_cancelled_turn_makes_no_request() {
         turn_id: "u",
         reliability: &reliability,
         cancellation: &cancel,
+        traceparent: None,
     };
     let error = match engine
         .stream_turn(ctx, request(vec![user("hi")], None))

@@ -73,6 +73,19 @@ impl Exchange {
         }
     }
 
+    /// Sends the turn's W3C trace context as a `traceparent` header, so a
+    /// traced provider (or proxy) joins the turn's trace. A malformed one is
+    /// left out.
+    pub fn with_traceparent(mut self, traceparent: Option<&str>) -> Self {
+        if let Some(value) = traceparent
+            .filter(|value| roder_api::telemetry::valid_traceparent(value))
+            .and_then(|value| reqwest::header::HeaderValue::from_str(value).ok())
+        {
+            self.headers.insert("traceparent", value);
+        }
+        self
+    }
+
     pub(crate) fn provider(&self) -> &str {
         &self.provider
     }

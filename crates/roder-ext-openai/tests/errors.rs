@@ -292,6 +292,7 @@ async fn no_retry_once_text_was_delivered() {
             turn_id: "u",
             reliability: &reliability,
             cancellation: &cancel,
+            traceparent: None,
         };
         let mut stream = engine
             .stream_turn(ctx, request(vec![user("hi")]))
@@ -394,6 +395,7 @@ async fn cancelling_stops_a_waiting_stream_and_drops_the_connection() {
             turn_id: "u",
             reliability: &reliability,
             cancellation: &cancel,
+            traceparent: None,
         };
         let mut stream = engine
             .stream_turn(ctx, request(vec![user("hi")]))
@@ -447,6 +449,7 @@ async fn cancelling_during_a_backoff_stops_retrying() {
         turn_id: "u",
         reliability: &reliability,
         cancellation: &cancel,
+        traceparent: None,
     };
     let (result, server) = tokio::time::timeout(
         WAIT,

@@ -28,8 +28,18 @@ pub(crate) async fn start(
         request.instructions = instructions;
     }
     request.developer_context = params.developer_context;
+    if let Some(traceparent) = &params.traceparent
+        && !roder_api::telemetry::valid_traceparent(traceparent)
+    {
+        return Err(RpcError::invalid_params(
+            "turn/start",
+            "traceparent",
+            format!("{traceparent:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"),
+        ));
+    }
     let options = TurnOptions {
         policy_mode: params.policy_mode.map(crate::convert::mode),
+        traceparent: params.traceparent,
     };
     let turn_id = context
         .runtime

@@ -30,6 +30,9 @@ pub struct TurnStartParams {
     /// This turn's approval mode, over the thread's.
     #[serde(default)]
     pub policy_mode: Option<super::PolicyModeName>,
+    /// W3C trace context: the turn's trace continues this one.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

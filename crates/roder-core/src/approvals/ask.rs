@@ -66,16 +66,31 @@ pub(crate) async fn ask(
     // event arrives finds it.
     let mut pending = approvals.hub.register(request.clone());
     ctx.emit(RoderEvent::ApprovalRequested(request)).await?;
-    let waited = tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => Waited::Cancelled,
-        answered = pending.answer() => match answered {
-            Some(answered) => Waited::Answered(answered),
-            None => Waited::Cancelled,
+    let span = crate::trace::step("approval.wait");
+    let waited = tracing::Instrument::instrument(
+        async {
+            tokio::select! {
+                biased;
+                _ = ctx.cancellation().cancelled() => Waited::Cancelled,
+                answered = pending.answer() => match answered {
+                    Some(answered) => Waited::Answered(answered),
+                    None => Waited::Cancelled,
+                },
+                _ = tokio::time::sleep(timeout) => Waited::TimedOut,
+            }
         },
-        _ = tokio::time::sleep(timeout) => Waited::TimedOut,
-    };
+        span.clone(),
+    )
+    .await;
     drop(pending);
+    span.record(
+        "roder.detail",
+        match &waited {
+            Waited::Answered(answered) => answered.answer.decision.as_str(),
+            Waited::TimedOut => "timed out",
+            Waited::Cancelled => "cancelled",
+        },
+    );
     let resolved = |decision, by, message| ApprovalResolved {
         thread_id: ctx.thread_id(),
         turn_id: ctx.turn_id(),

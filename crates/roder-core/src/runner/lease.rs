@@ -31,9 +31,13 @@ impl LeaseGuard {
                 .lease_timeout()
                 .map(|timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         };
-        let lease = tokio::time::timeout(
-            acquire_timeout,
-            session.acquire_workspace_execution_lease(request),
+        let span = crate::trace::step("runner.lease_wait");
+        let lease = tracing::Instrument::instrument(
+            tokio::time::timeout(
+                acquire_timeout,
+                session.acquire_workspace_execution_lease(request),
+            ),
+            span,
         )
         .await
         .map_err(|_| {

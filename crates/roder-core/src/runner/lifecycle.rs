@@ -33,8 +33,13 @@ impl Runtime {
             provider,
             destination: destination.clone(),
         };
+        // Created here, so its parent is the call that provisions; it runs
+        // on the initialization's own task.
+        let span = crate::trace::step("runner.provision");
         self.sessions
-            .get_or_init(&thread.thread_id, move || provisioner.run().boxed())
+            .get_or_init(&thread.thread_id, move || {
+                tracing::Instrument::instrument(provisioner.run(), span).boxed()
+            })
             .await
     }
 

@@ -28,8 +28,17 @@ pub(crate) struct Provisioner {
 impl Provisioner {
     pub async fn run(self) -> anyhow::Result<Arc<dyn RemoteRunnerSession>> {
         let provider_id = self.provider.id();
+        let span = tracing::Span::current();
         match self.acquire().await {
             Ok((session, action)) => {
+                let state = session.state();
+                span.record(
+                    "roder.detail",
+                    format!(
+                        "{action:?} {} session {}",
+                        state.provider_id, state.session_id
+                    ),
+                );
                 self.lifecycle(action, Some(&session), None).await;
                 Ok(session)
             }
@@ -38,6 +47,7 @@ impl Provisioner {
                     "runner \"{provider_id}\" could not be provisioned for thread \"{}\": {error:#}",
                     self.thread.thread_id
                 );
+                crate::trace::failed(&span, &message);
                 self.lifecycle(
                     RunnerLifecycleAction::ProvisioningFailed,
                     None,

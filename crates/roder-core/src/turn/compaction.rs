@@ -359,6 +359,15 @@ pub(crate) struct Compaction {
 /// Compacts `input.request.transcript`, or says why it could not. Writes
 /// nothing.
 pub(crate) async fn compact(input: CompactionInput<'_>) -> anyhow::Result<Compaction> {
+    let span = crate::trace::step("compaction");
+    let outcome = tracing::Instrument::instrument(compact_now(input), span.clone()).await;
+    if let Err(error) = &outcome {
+        crate::trace::failed(&span, &format!("{error:#}"));
+    }
+    outcome
+}
+
+async fn compact_now(input: CompactionInput<'_>) -> anyhow::Result<Compaction> {
     let tokens_before = estimate_tokens(&input.request);
     let target = input.threshold / 100 * TARGET_SHARE_PERCENT;
     let recent_bytes =

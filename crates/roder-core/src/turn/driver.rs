@@ -166,6 +166,20 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
             tracing::warn!("could not record the thread's token usage: {error:#}");
         }
     }
+    let span = tracing::Span::current();
+    let outcome = match &ending {
+        Ending::Completed(_) => "completed",
+        Ending::Failed(error) => {
+            crate::trace::failed(&span, error);
+            "failed"
+        }
+        Ending::Interrupted => "interrupted",
+        Ending::DeadlineExceeded => {
+            crate::trace::failed(&span, "the turn's deadline passed");
+            "deadline_exceeded"
+        }
+    };
+    span.record("roder.turn.outcome", outcome);
     let event = match ending {
         Ending::Completed(success) => RoderEvent::TurnCompleted(TurnCompleted {
             thread_id,

@@ -15,7 +15,9 @@ use roder_api::inference::{
 use roder_api::stop_reason::StopReason;
 use roder_api::transcript::TranscriptItem;
 
+use crate::trace;
 use crate::turn::context::TurnContext;
+use tracing::Instrument;
 
 /// Text of one phase, as one transcript message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,17 +105,57 @@ impl ModelResponse {
     }
 }
 
-/// Streams one model response.
+/// Streams one model response, in its own span.
 pub(crate) async fn request(
     ctx: TurnContext<'_>,
     request: AgentInferenceRequest,
 ) -> anyhow::Result<ModelResponse> {
+    let span = trace::model_call(&ctx.plan.engine.id(), &request.model);
+    if ctx.runtime.config.telemetry_capture_content
+        && let Some(last) = request.transcript.last()
+    {
+        span.record(
+            "gen_ai.prompt",
+            trace::captured(&serde_json::to_string(last).unwrap_or_default()),
+        );
+    }
+    let started = std::time::Instant::now();
+    let outcome = stream_response(ctx, request, started)
+        .instrument(span.clone())
+        .await;
+    match &outcome {
+        Ok((response, first_token)) => {
+            let reason = response
+                .stop_reason
+                .as_ref()
+                .and_then(|reason| serde_json::to_value(reason).ok())
+                .and_then(|reason| reason.as_str().map(str::to_string));
+            trace::model_answered(&span, &response.usage, reason.as_deref(), *first_token);
+            if ctx.runtime.config.telemetry_capture_content {
+                let text: String = response.messages.iter().map(|m| m.text.as_str()).collect();
+                span.record("gen_ai.completion", trace::captured(&text));
+            }
+        }
+        Err(error) => trace::failed(&span, &format!("{error:#}")),
+    }
+    outcome.map(|(response, _)| response)
+}
+
+/// The response, and how long its first event took.
+async fn stream_response(
+    ctx: TurnContext<'_>,
+    request: AgentInferenceRequest,
+    started: std::time::Instant,
+) -> anyhow::Result<(ModelResponse, Option<std::time::Duration>)> {
+    let traceparent = trace::traceparent(ctx.runtime);
     let inference = InferenceTurnContext {
         thread_id: ctx.plan.thread_id(),
         turn_id: &ctx.plan.turn_id,
         reliability: &ctx.runtime.config.reliability,
         cancellation: ctx.cancellation(),
+        traceparent: traceparent.as_deref(),
     };
+    let mut first_token = None;
     let mut stream = ctx
         .cancellable(ctx.plan.engine.stream_turn(inference, request))
         .await?;
@@ -122,6 +164,7 @@ pub(crate) async fn request(
     let mut streaming: Vec<CutOffCall> = Vec::new();
     let mut completed = false;
     while let Some(event) = ctx.cancellable(async { Ok(stream.next().await) }).await? {
+        first_token.get_or_insert_with(|| started.elapsed());
         match event? {
             InferenceEvent::MessageDelta(delta) => {
                 response.push_text(delta.phase, &delta.text);
@@ -179,7 +222,7 @@ pub(crate) async fn request(
         anyhow::bail!("the model's response stream ended before it completed");
     }
     response.cut_off_call = streaming.into_iter().next();
-    Ok(response)
+    Ok((response, first_token))
 }
 
 async fn publish(ctx: TurnContext<'_>, event: RoderEvent) {

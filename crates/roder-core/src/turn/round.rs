@@ -220,6 +220,7 @@ async fn compact_in_turn(
             turn_id: &ctx.plan.turn_id,
             reliability: &ctx.runtime.config.reliability,
             cancellation: ctx.cancellation(),
+            traceparent: None,
         },
         request,
         threshold,

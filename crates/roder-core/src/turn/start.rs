@@ -14,8 +14,10 @@ use crate::requests::{StartTurnRequest, TurnOptions};
 use crate::runner::deadline::TurnDeadline;
 use crate::runtime::Runtime;
 use crate::threads::{ActiveTurn, ThreadState};
+use crate::trace;
 use crate::turn::driver;
 use crate::turn::plan::{TurnPlan, TurnWorkspace};
+use tracing::Instrument;
 
 /// Largest `AGENTS.md` read into the developer context.
 const AGENTS_MD_LIMIT: usize = 64 * 1024;
@@ -43,7 +45,7 @@ impl Runtime {
     /// use roder_api::policy_mode::PolicyMode;
     /// use roder_core::{StartTurnRequest, TurnOptions};
     ///
-    /// let look_only = TurnOptions { policy_mode: Some(PolicyMode::Plan) };
+    /// let look_only = TurnOptions { policy_mode: Some(PolicyMode::Plan), traceparent: None };
     /// runtime
     ///     .start_turn_with(StartTurnRequest::new("thread-id", "how is this tested?"), look_only)
     ///     .await?;
@@ -57,6 +59,13 @@ impl Runtime {
         if request.task_ledger_required {
             anyhow::bail!("task_ledger_required is not supported; set it to false");
         }
+        if let Some(traceparent) = &options.traceparent
+            && !roder_api::telemetry::valid_traceparent(traceparent)
+        {
+            anyhow::bail!(
+                "traceparent {traceparent:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+            );
+        }
         let thread = self.thread_state(&request.thread_id).await?;
         let metadata = self.thread_metadata(&request.thread_id).await?;
         let provider = request
@@ -69,6 +78,7 @@ impl Runtime {
             anyhow::bail!("inference provider \"{provider}\" does not accept images");
         }
         let turn_id = uuid::Uuid::new_v4().to_string();
+        let provider_label = provider.clone();
         let active = thread.claim_new(turn_id.clone())?;
         match self
             .plan_turn(&thread, metadata, request, provider, engine, active)
@@ -76,7 +86,11 @@ impl Runtime {
         {
             Ok(mut plan) => {
                 plan.mode_override = options.policy_mode;
-                tokio::spawn(driver::drive(self.clone(), plan));
+                let span = trace::turn(plan.thread_id(), &turn_id, &provider_label, &plan.model);
+                if let (Some(context), Some(parent)) = (&self.trace_context, &options.traceparent) {
+                    context.set_parent(&span, parent);
+                }
+                tokio::spawn(driver::drive(self.clone(), plan).instrument(span));
                 Ok(turn_id)
             }
             Err(error) => {

@@ -10,8 +10,10 @@ use roder_api::inference::ToolCallCompleted as ModelToolCall;
 use roder_api::tools::ToolResult;
 
 use crate::routing::{self, RoutedResult};
+use crate::trace;
 use crate::turn::context::{Emit, TurnContext};
 use crate::turn::record::OpenCalls;
+use tracing::Instrument;
 
 /// Runs `call`, records its outcome in `open_calls` and returns its result.
 /// Only a failure to write the log is an error: everything that goes wrong
@@ -25,15 +27,24 @@ pub(crate) async fn run(
     completion: Emit,
 ) -> anyhow::Result<ToolResult> {
     let entered = Instant::now();
+    let span = trace::tool_call(&call.name, &call.id, ctx.tool_effects(&call.name));
+    if ctx.runtime.config.telemetry_capture_content {
+        span.record("roder.tool.arguments", trace::captured(&call.arguments));
+    }
     let RoutedResult {
         result,
         local,
         stop_turn,
         started,
     } = match parse_arguments(call) {
-        Ok(arguments) => contained(ctx, call, arguments).await,
+        Ok(arguments) => {
+            contained(ctx, call, arguments)
+                .instrument(span.clone())
+                .await
+        }
         Err(message) => RoutedResult::refused(call, message, false),
     };
+    trace::tool_answered(&span, &result, ctx.runtime.config.telemetry_capture_content);
     // From the call's start: an approval wait is not the tool's time.
     let duration_ms =
         u64::try_from(started.unwrap_or(entered).elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -84,6 +84,7 @@ pub async fn ask(
         turn_id: "turn-1",
         reliability,
         cancellation: &cancel,
+        traceparent: None,
     };
     tokio::time::timeout(WAIT, async {
         let stream = engine.stream_turn(ctx, request).await?;

@@ -62,13 +62,16 @@ impl InferenceEngine for OpenAiChatEngine {
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
         let body = request::build_body(&request, &self.connection.config().extra_body);
-        let exchange = self.connection.exchange(
-            Method::POST,
-            "chat/completions",
-            Some(&body),
-            ctx.reliability,
-            ctx.cancellation.clone(),
-        )?;
+        let exchange = self
+            .connection
+            .exchange(
+                Method::POST,
+                "chat/completions",
+                Some(&body),
+                ctx.reliability,
+                ctx.cancellation.clone(),
+            )?
+            .with_traceparent(ctx.traceparent);
         // `start` returns a context overflow as `ContextOverflow`.
         Driver::start(exchange, decode::ChatDecoder::default()).await
     }

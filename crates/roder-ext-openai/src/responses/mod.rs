@@ -62,13 +62,16 @@ impl InferenceEngine for OpenAiResponsesEngine {
         request: AgentInferenceRequest,
     ) -> anyhow::Result<InferenceEventStream> {
         let body = request::build_body(&request, &self.connection.config().extra_body);
-        let exchange = self.connection.exchange(
-            Method::POST,
-            "responses",
-            Some(&body),
-            ctx.reliability,
-            ctx.cancellation.clone(),
-        )?;
+        let exchange = self
+            .connection
+            .exchange(
+                Method::POST,
+                "responses",
+                Some(&body),
+                ctx.reliability,
+                ctx.cancellation.clone(),
+            )?
+            .with_traceparent(ctx.traceparent);
         // `start` returns a context overflow as `ContextOverflow`.
         Driver::start(exchange, decode::ResponsesDecoder::default()).await
     }

@@ -45,7 +45,12 @@ pub(crate) async fn run(
         program: ctx.command_shell.program.clone(),
         args: ctx.command_shell.argv(command),
         cwd,
-        env: Vec::new(),
+        // What the command runs joins the turn's trace.
+        env: ctx
+            .traceparent
+            .iter()
+            .map(|traceparent| ("TRACEPARENT".to_string(), traceparent.clone()))
+            .collect(),
         timeout_ms,
     };
     let outcome = workspace
