@@ -107,7 +107,14 @@ async fn run_turn(
         .then(|| TerminalApprover::start(runtime.clone(), &thread_id));
     let mut request = StartTurnRequest::new(&thread_id, &args.prompt);
     request.workspace = workspace.display().to_string();
-    let turn_id = match runtime.start_turn(request).await {
+    // A caller that traces (CI, a harness) passes its context on.
+    let options = roder_core::TurnOptions {
+        traceparent: std::env::var("TRACEPARENT")
+            .ok()
+            .filter(|value| roder_api::telemetry::valid_traceparent(value)),
+        ..roder_core::TurnOptions::default()
+    };
+    let turn_id = match runtime.start_turn_with(request, options).await {
         Ok(turn_id) => turn_id,
         Err(error) if is_busy(&error) => {
             eprintln!("roder: {error:#}");

@@ -19,6 +19,7 @@ mod rewind_cmd;
 mod runners_cmd;
 mod sandbox_cmd;
 mod stdout;
+mod telemetry;
 mod terminal_approver;
 mod threads_cmd;
 mod wiring;
@@ -50,19 +51,23 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
-    init_logging();
     let outcome = match cli.command {
         // These work whatever config.toml says, or when it does not load.
-        Command::Completions { shell } => completions(shell),
+        Command::Completions { shell } => {
+            init_logging(None);
+            completions(shell)
+        }
         Command::Config {
             command: ConfigCommand::Init { force },
         } => {
+            init_logging(None);
             config::Settings::home(&cli.global).and_then(|home| config::starter::init(&home, force))
         }
         Command::Doctor { json } => {
+            init_logging(None);
             let loaded = config::Settings::load(&cli.global);
             config::Settings::home(&cli.global)
-                .and_then(|home| block_on(doctor::run(&home, loaded, json)))
+                .and_then(|home| block_on(new_runtime()?, doctor::run(&home, loaded, json)))
         }
         command => with_settings(command, &cli.global),
     };
@@ -81,8 +86,31 @@ fn main() -> ExitCode {
 /// code 2; a bad model label, like every other failure, 1.
 fn with_settings(command: Command, global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     match config::Settings::load(global) {
-        Ok(settings) => block_on(run(command, settings)),
+        Ok(settings) => {
+            let runtime = new_runtime()?;
+            // Export first (in the runtime's context: gRPC needs it), so
+            // its layer is part of the subscriber logging installs.
+            let telemetry = {
+                let _context = runtime.enter();
+                telemetry::start(settings.telemetry.clone())
+            };
+            match telemetry {
+                Ok(telemetry) => {
+                    init_logging(telemetry.as_ref().map(telemetry::layer));
+                    block_on(runtime, async {
+                        let outcome = run(command, settings).await;
+                        telemetry::stop(telemetry).await;
+                        outcome
+                    })
+                }
+                Err(error) => {
+                    init_logging(None);
+                    Err(error)
+                }
+            }
+        }
         Err(error) => {
+            init_logging(None);
             eprintln!("roder: {error:#}");
             let code = if error.is::<config::ModelError>() {
                 1
@@ -94,13 +122,17 @@ fn with_settings(command: Command, global: &GlobalArgs) -> anyhow::Result<ExitCo
     }
 }
 
-fn block_on(
-    command: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
-) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn new_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|error| anyhow::anyhow!("could not start the async runtime: {error}"))?;
+        .map_err(|error| anyhow::anyhow!("could not start the async runtime: {error}"))
+}
+
+fn block_on(
+    runtime: tokio::runtime::Runtime,
+    command: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
     let outcome = runtime.block_on(command);
     // Before the runtime's drop, which would wait for a blocking read of
     // stdin (the stdio servers') that only the client can end.
@@ -169,13 +201,26 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
 /// Logs go to stderr, quiet unless `RUST_LOG` asks; coloured by clap's
 /// rule for stderr (a terminal, unless `NO_COLOR` is set or `CLICOLOR=0`;
 /// `CLICOLOR_FORCE` forces colour), so help, errors and logs agree.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+fn init_logging(
+    export: Option<Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>>,
+) {
+    use tracing_subscriber::Layer as _;
+    // The OpenTelemetry SDK's own logs are left out: an unreachable
+    // collector is reported once, by roder-ext-telemetry.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off",
+        )
+    });
     let colour = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colour)
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(export)
+        .with(logs)
         .try_init();
 }

@@ -76,6 +76,9 @@ pub fn runtime(
     builder.workdir_materializer(Arc::new(GitWorktreeMaterializer::new(
         settings.worktrees_dir(),
     )));
+    if let Some(context) = crate::telemetry::trace_context() {
+        builder.trace_context(context);
+    }
     // `allow_always` / `reject_always` rules go to config.toml.
     builder.approval_rule_store(Arc::new(crate::config::ConfigRuleStore {
         path: settings.config_path(),
@@ -94,13 +97,16 @@ pub fn runtime(
         reasoning: settings.reasoning_effort,
         policy_mode: settings.policy_mode.unwrap_or_default(),
         approvals: settings.approvals.clone(),
+        telemetry_capture_content: settings
+            .telemetry
+            .as_ref()
+            .is_some_and(|telemetry| telemetry.capture_content),
         ..RuntimeConfig::default()
     };
     adjust(&mut config);
-    Ok(Wired {
-        runtime: Arc::new(Runtime::new(builder.build()?, config)?),
-        docker,
-    })
+    let runtime = Arc::new(Runtime::new(builder.build()?, config)?);
+    crate::telemetry::watch(&runtime);
+    Ok(Wired { runtime, docker })
 }
 
 fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn InferenceEngine>> {

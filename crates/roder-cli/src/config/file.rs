@@ -46,6 +46,10 @@ pub struct ConfigFile {
     /// to ask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals: Option<ApprovalsEntry>,
+    /// Trace and metric export over OTLP (off unless an endpoint is set
+    /// here or in `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<roder_ext_telemetry::TelemetryFile>,
 }
 
 /// `[approvals]`.

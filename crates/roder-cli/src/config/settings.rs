@@ -63,6 +63,8 @@ pub struct Settings {
     pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
     /// `[approvals]`, checked.
     pub approvals: roder_core::ApprovalsConfig,
+    /// `[telemetry]` and the `OTEL_*` variables: `None` when export is off.
+    pub telemetry: Option<roder_ext_telemetry::TelemetryConfig>,
 }
 
 /// Providers that need no table.
@@ -135,6 +137,10 @@ impl Settings {
         let home_id = crate::home_id::load_or_create(&home)?;
         let approvals = approvals(file.approvals.unwrap_or_default())
             .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+        let environment: std::collections::HashMap<String, String> = std::env::vars().collect();
+        let telemetry =
+            roder_ext_telemetry::TelemetryConfig::resolve(file.telemetry.as_ref(), &environment)
+                .map_err(|error| anyhow::anyhow!("{}: [telemetry]: {error}", path.display()))?;
         Ok(Self {
             home,
             home_id,
@@ -154,6 +160,7 @@ impl Settings {
             writer_lease_ttl_secs: file.writer_lease_ttl_secs,
             policy_mode: file.policy_mode,
             approvals,
+            telemetry,
         })
     }
 

@@ -33,11 +33,11 @@ impl Runtime {
             provider,
             destination: destination.clone(),
         };
-        // Created here, so its parent is the call that provisions; it runs
-        // on the initialization's own task.
-        let span = crate::trace::step("runner.provision");
         self.sessions
             .get_or_init(&thread.thread_id, move || {
+                // Made when an initialization starts, in the caller's span
+                // (the call that provisions); it runs on its own task.
+                let span = crate::trace::step("runner.provision");
                 tracing::Instrument::instrument(provisioner.run(), span).boxed()
             })
             .await

@@ -1,0 +1,194 @@
+//! Traces through the real `roder` binary and a real OTLP/HTTP receiver: a
+//! turn with two tool calls on a docker runner is one trace under the
+//! caller's `traceparent`, spans nest (turn → model calls and tool calls →
+//! provisioning), model spans carry the GenAI attributes and token counts,
+//! a command in the sandbox sees its tool span's `TRACEPARENT`, no prompt
+//! text is recorded by default, and a collector that refuses connections
+//! neither fails nor holds the turn.
+
+mod docker_support;
+mod support;
+
+use std::process::Stdio;
+
+use docker_support::{docker_or_skip, home_with_docker_runner};
+use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use support::finish;
+use support::otlp::{Receiver, attribute, hex};
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+const PROMPT: &str = "PROMPT-TEXT-NOT-FOR-TRACES";
+
+fn exec(
+    home: &std::path::Path,
+    workspace: &std::path::Path,
+    endpoint: &str,
+) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "--runner", "box", PROMPT])
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("TRACEPARENT", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+fn script(server: &FakeModelServer) {
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-env",
+        "exec_command",
+        r#"{"cmd":"echo tp=$TRACEPARENT"}"#,
+    )]));
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-true",
+        "exec_command",
+        r#"{"cmd":"true"}"#,
+    )]));
+    server.push(ChatStream::text_reply("traced."));
+}
+
+#[tokio::test]
+async fn a_docker_turn_is_one_trace_under_the_callers_context() {
+    let Some(containers) =
+        docker_or_skip("a_docker_turn_is_one_trace_under_the_callers_context").await
+    else {
+        return;
+    };
+    let receiver = Receiver::start().await;
+    let server = FakeModelServer::start().await.unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let home = home_with_docker_runner(
+        &server.openai_base_url(),
+        &containers,
+        r#"cleanup = "delete-on-close""#,
+    );
+    script(&server);
+    let run = finish(exec(home.path(), workspace.path(), &receiver.endpoint)).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+
+    let spans = receiver.spans();
+    let named = |name: &str| -> Vec<_> { spans.iter().filter(|span| span.name == name).collect() };
+    // One trace: the caller's.
+    assert!(!spans.is_empty(), "spans were exported");
+    for span in &spans {
+        assert_eq!(hex(&span.trace_id), CALLER_TRACE, "{}", span.name);
+    }
+    let turns = named("turn");
+    assert_eq!(turns.len(), 1);
+    let turn = turns[0];
+    assert_eq!(
+        hex(&turn.parent_span_id),
+        CALLER_SPAN,
+        "the caller's span is the turn's parent"
+    );
+    let turn_id = hex(&turn.span_id);
+    // Model calls, with the GenAI conventions.
+    let chats = named("chat test-model");
+    assert_eq!(
+        chats.len(),
+        3,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    for chat in &chats {
+        assert_eq!(hex(&chat.parent_span_id), turn_id);
+        assert_eq!(attribute(chat, "gen_ai.system").as_deref(), Some("fake"));
+        assert_eq!(
+            attribute(chat, "gen_ai.request.model").as_deref(),
+            Some("test-model")
+        );
+        assert_eq!(
+            attribute(chat, "gen_ai.usage.input_tokens").as_deref(),
+            Some("10")
+        );
+        assert_eq!(
+            attribute(chat, "gen_ai.usage.output_tokens").as_deref(),
+            Some("5")
+        );
+        assert!(
+            attribute(chat, "gen_ai.response.finish_reasons").is_some(),
+            "{chat:?}"
+        );
+        assert!(
+            attribute(chat, "roder.time_to_first_token_ms").is_some(),
+            "{chat:?}"
+        );
+    }
+    // Tool calls, in the container.
+    let tools = named("execute_tool exec_command");
+    assert_eq!(tools.len(), 2);
+    for tool in &tools {
+        assert_eq!(hex(&tool.parent_span_id), turn_id);
+        assert_eq!(attribute(tool, "roder.runs_on").as_deref(), Some("runner"));
+        assert_eq!(
+            attribute(tool, "roder.runner.provider").as_deref(),
+            Some("docker")
+        );
+        assert_eq!(
+            attribute(tool, "roder.tool.effects").as_deref(),
+            Some("execute")
+        );
+        assert_eq!(
+            attribute(tool, "roder.tool.exit_code").as_deref(),
+            Some("0")
+        );
+        assert!(attribute(tool, "roder.runner.session_id").is_some_and(|id| !id.is_empty()));
+    }
+    let first_tool = tools
+        .iter()
+        .find(|tool| attribute(tool, "gen_ai.tool.call.id").as_deref() == Some("call-env"))
+        .unwrap();
+    // Provisioning happens under the first call that needed the sandbox.
+    let provisions = named("runner.provision");
+    assert_eq!(provisions.len(), 1);
+    assert_eq!(provisions[0].parent_span_id, first_tool.span_id);
+    // The command saw its own tool span's context.
+    let requests = server.model_requests();
+    let seen = requests[1].body.to_string();
+    let expected = format!("tp=00-{CALLER_TRACE}-{}-01", hex(&first_tool.span_id));
+    assert!(seen.contains(&expected), "{expected} in {seen}");
+    // No prompt text anywhere by default.
+    for span in &spans {
+        let text = format!("{:?}", span.attributes);
+        assert!(
+            !text.contains(PROMPT),
+            "{} carries the prompt: {text}",
+            span.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_collector_that_refuses_connections_neither_fails_nor_holds_the_turn() {
+    let Some(containers) =
+        docker_or_skip("a_collector_that_refuses_connections_neither_fails_nor_holds_the_turn")
+            .await
+    else {
+        return;
+    };
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let server = FakeModelServer::start().await.unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let home = home_with_docker_runner(
+        &server.openai_base_url(),
+        &containers,
+        r#"cleanup = "delete-on-close""#,
+    );
+    script(&server);
+    let run = finish(exec(home.path(), workspace.path(), &endpoint)).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, "traced.\n");
+    let warnings = run.stderr.matches("could not export").count();
+    assert_eq!(warnings, 1, "said once: {}", run.stderr);
+}
