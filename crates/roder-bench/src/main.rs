@@ -23,6 +23,7 @@ mod roder_process;
 mod store;
 mod threads;
 mod tool_loop;
+mod traces;
 
 use anyhow::Context;
 
@@ -38,6 +39,7 @@ const BENCHES: &[&str] = &[
     "mcp",
     "replicas",
     "approvals",
+    "traces",
 ];
 
 #[tokio::main]
@@ -69,6 +71,7 @@ async fn main() -> anyhow::Result<()> {
                 .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
             "approvals" => approvals::run().await.context("approvals")?,
+            "traces" => traces::run().await.context("traces")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")
