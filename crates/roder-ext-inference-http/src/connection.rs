@@ -91,9 +91,10 @@ impl<C: ProviderConfig> Connection<C> {
             })?;
             headers.append(header, value);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .build()
+        let client = crate::tls_roots::apply(
+            reqwest::Client::builder().connect_timeout(settings.connect_timeout),
+        )
+        .build()
             .map_err(|error| {
                 anyhow::anyhow!("provider \"{provider}\": cannot build an HTTP client: {error}")
             })?;
