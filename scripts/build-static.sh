@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds a `roder` with no dynamic dependencies, for machines whose libc is
+# older than this one's or absent (Alpine, busybox, old Ubuntu task images
+# in evaluation harnesses): glibc linked statically (`+crt-static`, as the
+# sandbox executor is built), for x86_64-unknown-linux-gnu (the only target
+# installed here; no musl toolchain is needed). HTTPS works without a
+# system CA store (the built-in roots, roder-ext-inference-http's
+# tls_roots.rs). Prints the binary's path on the last line.
+#
+#   scripts/build-static.sh            # debug profile (fast to build; CI)
+#   scripts/build-static.sh --release  # optimised
+#
+# The binary lands in $CARGO_TARGET_DIR (default target/) under
+# x86_64-unknown-linux-gnu/{debug,release}/roder; an unchanged tree is a
+# no-op rebuild.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=x86_64-unknown-linux-gnu
+profile=debug
+args=()
+if [ "${1:-}" = "--release" ]; then
+  profile=release
+  args+=(--release)
+fi
+# Static glibc: name lookups through NSS (getaddrinfo of a host name,
+# getpwuid) want the shared NSS modules at run time, and the linker says so
+# once per symbol; IP addresses, which the harness uses, need none.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if ! CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s' '-Ctarget-feature=+crt-static' '-Cstrip=debuginfo')" \
+  cargo build --quiet -p roder-cli --bin roder --target "$target" "${args[@]}" 2>"$log"; then
+  cat "$log" >&2
+  exit 1
+fi
+grep -v -e 'statically linked applications requires at runtime' -e 'in function' "$log" >&2 || true
+binary="${CARGO_TARGET_DIR:-target}/$target/$profile/roder"
+if [ ! -x "$binary" ]; then
+  echo "the static build did not produce $binary" >&2
+  exit 1
+fi
+if ldd "$binary" >/dev/null 2>&1; then
+  echo "$binary is dynamically linked" >&2
+  exit 1
+fi
+echo "$binary"
