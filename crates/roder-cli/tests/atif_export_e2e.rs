@@ -62,7 +62,10 @@ async fn a_thread_with_calls_reasoning_a_compaction_and_an_interruption_exports_
             .done(),
     );
     server.push(ChatStream::text_reply("All listed."));
-    let first = roder(home.path(), &root, &["exec", "list the files"]).await;
+    // Long enough for `threads compact` to have history to summarize (it
+    // keeps the most recent quarter as it is).
+    let prompt = format!("list the files {}", "please ".repeat(4000));
+    let first = roder(home.path(), &root, &["exec", &prompt]).await;
     assert_eq!(first.code, Some(0), "{}", first.stderr);
     let thread_id = thread_id_from(&first.stderr);
 
