@@ -76,7 +76,11 @@ async fn a_thread_with_calls_reasoning_a_compaction_and_an_interruption_exports_
 
     // Turn 2: a call that sleeps, interrupted by SIGTERM.
     let sleep = serde_json::json!({ "cmd": sleeping_tree(&root) }).to_string();
-    server.push(ChatStream::tool_calls_reply(&[("call-sleep", "exec_command", &sleep)]));
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-sleep",
+        "exec_command",
+        &sleep,
+    )]));
     let child = spawn_roder(
         home.path(),
         &root,
@@ -119,7 +123,10 @@ async fn a_thread_with_calls_reasoning_a_compaction_and_an_interruption_exports_
     let listing = agent_step_with("call-ls");
     assert_eq!(listing["reasoning_content"], "I should look first.");
     assert_eq!(listing["tool_calls"][0]["arguments"]["cmd"], "echo listed");
-    assert_eq!(listing["observation"]["results"][0]["source_call_id"], "call-ls");
+    assert_eq!(
+        listing["observation"]["results"][0]["source_call_id"],
+        "call-ls"
+    );
     assert!(
         listing["observation"]["results"][0]["content"]
             .as_str()
@@ -180,7 +187,11 @@ async fn exporting_a_missing_thread_or_an_unknown_format_fails_clearly() {
     )
     .await;
     assert_eq!(missing.code, Some(1));
-    assert!(missing.stderr.contains("does not exist"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("does not exist"),
+        "{}",
+        missing.stderr
+    );
     let unknown = roder(
         home.path(),
         workspace.path(),

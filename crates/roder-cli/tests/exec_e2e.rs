@@ -434,6 +434,8 @@ async fn exec_dash_reads_the_prompt_from_stdin_and_refuses_an_empty_one() {
         empty.stderr
     );
     assert_eq!(server.model_requests().len(), 1, "nothing was sent");
-    let threads = std::fs::read_dir(home.path().join("threads")).unwrap().count();
+    let threads = std::fs::read_dir(home.path().join("threads"))
+        .unwrap()
+        .count();
     assert_eq!(threads, 1, "the empty prompt made no thread");
 }

@@ -61,7 +61,12 @@ fn only_dir_matching(parent: &Path, prefix: &str) -> PathBuf {
                     .is_some_and(|name| name.to_string_lossy().starts_with(prefix))
         })
         .collect();
-    assert_eq!(found.len(), 1, "{prefix}* in {}: {found:?}", parent.display());
+    assert_eq!(
+        found.len(),
+        1,
+        "{prefix}* in {}: {found:?}",
+        parent.display()
+    );
     found.into_iter().next().unwrap()
 }
 
@@ -133,14 +138,14 @@ async fn a_harbor_trial_with_the_roder_adapter_passes_offline_with_a_valid_traje
             .unwrap_or_else(|error| panic!("{}: {error}\n{said}", path.display()))
     };
     let result: Value = serde_json::from_str(&read(trial.join("result.json"))).unwrap();
-    let agent_log = std::fs::read_to_string(trial.join("agent/roder-stderr.txt")).unwrap_or_default();
+    let agent_log =
+        std::fs::read_to_string(trial.join("agent/roder-stderr.txt")).unwrap_or_default();
     assert!(
         result["exception_info"].is_null(),
         "the trial raised: {result:#}\nroder's stderr:\n{agent_log}"
     );
     assert_eq!(
-        result["verifier_result"]["rewards"]["reward"],
-        1.0,
+        result["verifier_result"]["rewards"]["reward"], 1.0,
         "{result:#}\nroder's stderr:\n{agent_log}"
     );
     let usage = &result["agent_result"];

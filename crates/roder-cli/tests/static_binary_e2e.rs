@@ -51,7 +51,9 @@ async fn in_busybox(binary: &Path, dir: &Path, args: &[&str]) -> std::process::O
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-    output.expect("the container should finish within 120 s").unwrap()
+    output
+        .expect("the container should finish within 120 s")
+        .unwrap()
 }
 
 #[tokio::test]
