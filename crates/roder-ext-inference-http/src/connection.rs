@@ -95,9 +95,9 @@ impl<C: ProviderConfig> Connection<C> {
             reqwest::Client::builder().connect_timeout(settings.connect_timeout),
         )
         .build()
-            .map_err(|error| {
-                anyhow::anyhow!("provider \"{provider}\": cannot build an HTTP client: {error}")
-            })?;
+        .map_err(|error| {
+            anyhow::anyhow!("provider \"{provider}\": cannot build an HTTP client: {error}")
+        })?;
         Ok(Self {
             config,
             provider,
