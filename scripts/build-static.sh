@@ -38,7 +38,9 @@ if [ ! -x "$binary" ]; then
   echo "the static build did not produce $binary" >&2
   exit 1
 fi
-if ldd "$binary" >/dev/null 2>&1; then
+# No program interpreter and no shared library needed (a static-pie
+# binary, which `ldd` calls "statically linked" with exit 0).
+if readelf --program-headers --dynamic "$binary" | grep -q -e 'program interpreter' -e '(NEEDED)'; then
   echo "$binary is dynamically linked" >&2
   exit 1
 fi
