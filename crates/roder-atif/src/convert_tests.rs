@@ -300,6 +300,106 @@ fn a_thread_without_a_turn_is_refused() {
     assert!(error.to_string().contains("at least one step"));
 }
 
+fn checkpoint() -> roder_api::checkpoint::WorkspaceCheckpoint {
+    roder_api::checkpoint::WorkspaceCheckpoint {
+        checkpointer: "git".into(),
+        id: "abc".into(),
+        reference: None,
+        metadata: Value::Null,
+    }
+}
+
+#[test]
+fn a_fork_starts_with_its_copied_conversation_marked_as_copied() {
+    let forked = RoderEvent::ThreadForked(roder_api::checkpoint::ThreadForked {
+        thread_id: T.into(),
+        source_thread_id: "source".into(),
+        at_turn: 1,
+        checkpoint: checkpoint(),
+        transcript: vec![
+            TranscriptItem::UserMessage {
+                text: "before".into(),
+                images: vec![],
+            },
+            TranscriptItem::ToolCall {
+                id: "old".into(),
+                name: "shell".into(),
+                arguments: "{}".into(),
+            },
+            TranscriptItem::ToolResult {
+                id: "old".into(),
+                name: "shell".into(),
+                output: "done".into(),
+                is_error: false,
+            },
+        ],
+    });
+    let json = export(vec![
+        forked,
+        started(),
+        user("after"),
+        inference(1),
+        completed("ok"),
+    ]);
+    let steps = json["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["is_copied_context"], true, "{json:#}");
+    assert_eq!(steps[1]["is_copied_context"], true);
+    assert_eq!(
+        steps[1]["observation"]["results"][0]["source_call_id"],
+        "old"
+    );
+    assert!(
+        steps[1].get("llm_call_count").is_none(),
+        "no request made it here"
+    );
+    assert_eq!(steps[2]["extra"]["event"], "thread_forked");
+    assert_eq!(steps[2]["extra"]["source_thread_id"], "source");
+    assert!(steps[3].get("is_copied_context").is_none());
+    assert_eq!(steps[4]["message"], "ok");
+}
+
+#[test]
+fn a_rollback_a_failure_and_a_deadline_are_system_steps() {
+    let json = export(vec![
+        started(),
+        user("one"),
+        RoderEvent::TurnFailed(TurnFailed {
+            thread_id: T.into(),
+            turn_id: U.into(),
+            error: "the provider said no".into(),
+        }),
+        RoderEvent::ThreadRolledBack(roder_api::checkpoint::ThreadRolledBack {
+            thread_id: T.into(),
+            to_turn: 0,
+            rolled_back_turns: vec![U.into()],
+            checkpoint: checkpoint(),
+            transcript: vec![],
+        }),
+        started(),
+        RoderEvent::TurnDeadlineExceeded(TurnDeadlineExceeded {
+            thread_id: T.into(),
+            turn_id: U.into(),
+            deadline_seconds: 9,
+        }),
+    ]);
+    let events: Vec<&Value> = json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|step| step["source"] == "system")
+        .map(|step| &step["extra"]["event"])
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "turn_failed",
+            "thread_rolled_back",
+            "turn_deadline_exceeded"
+        ]
+    );
+    assert!(json["notes"].as_str().unwrap().contains("failed"));
+}
+
 /// An arbitrary log of the events the converter reads, in any order (a
 /// log cut by a crash, an old format, a hostile file).
 fn any_event() -> impl Strategy<Value = RoderEvent> {
