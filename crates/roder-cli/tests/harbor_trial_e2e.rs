@@ -194,3 +194,35 @@ async fn a_harbor_trial_with_the_roder_adapter_passes_offline_with_a_valid_traje
     );
     assert!(trial.join("agent/roder-events.jsonl").is_file());
 }
+
+/// The adapter's outcomes for each `roder exec` exit code (0 and 3 finish,
+/// 124 is `AgentTimeoutError`, 1 is classified from `turn_failed` events
+/// only), the instruction kept out of the command line and the config it
+/// writes, against a stand-in environment:
+/// `integrations/harbor/tests/adapter_outcomes.py` in Harbor's venv.
+#[test]
+fn the_adapter_maps_roder_exit_codes_to_harbor_outcomes() {
+    let python = venv().join("bin/python");
+    if !installed(
+        &python.display().to_string(),
+        &["-c", "import harbor"],
+        "integrations/harbor/install-harbor.sh",
+    ) {
+        return;
+    }
+    let adapter = repo_root().join("integrations/harbor");
+    let output = std::process::Command::new(&python)
+        .arg(adapter.join("tests/adapter_outcomes.py"))
+        .env("PYTHONPATH", &adapter)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("HARBOR_TELEMETRY", "0")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
