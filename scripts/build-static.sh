@@ -3,9 +3,9 @@
 # older than this one's or absent (Alpine, busybox, old Ubuntu task images
 # in evaluation harnesses): glibc linked statically (`+crt-static`, as the
 # sandbox executor is built), for x86_64-unknown-linux-gnu (the only target
-# installed here; no musl toolchain is needed). HTTPS works without a
-# system CA store (the built-in roots, roder-ext-inference-http's
-# tls_roots.rs). Prints the binary's path on the last line.
+# installed here; no musl toolchain is needed). Model requests over HTTPS
+# work without a system CA store (the built-in roots,
+# roder-ext-inference-http's tls_roots.rs). Prints the binary's path on the last line.
 #
 #   scripts/build-static.sh            # debug profile (fast to build; CI)
 #   scripts/build-static.sh --release  # optimised
@@ -22,9 +22,9 @@ if [ "${1:-}" = "--release" ]; then
   profile=release
   args+=(--release)
 fi
-# Static glibc: name lookups through NSS (getaddrinfo of a host name,
-# getpwuid) want the shared NSS modules at run time, and the linker says so
-# once per symbol; IP addresses, which the harness uses, need none.
+# Static glibc: the linker warns that getaddrinfo and getpwuid want glibc's
+# shared NSS modules at run time. /etc/hosts and DNS lookups are built into
+# libc since glibc 2.34, so they work anyway; only other NSS modules do not.
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 if ! CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s' '-Ctarget-feature=+crt-static' '-Cstrip=debuginfo')" \
