@@ -201,6 +201,11 @@ class Roder(BaseInstalledAgent):
             f"thread=$(head -n 1 {EVENTS} | sed -n 's/.*\"thread_id\":\"\\([^\"]*\\)\".*/\\1/p'); "
             f'if [ -n "$thread" ]; then {BINARY} threads export "$thread" --format atif '
             f"> {TRAJECTORY}.part 2>> {STDERR} && mv {TRAJECTORY}.part {TRAJECTORY}; fi; "
+            # A failure shows Harbor Roder's failure events and the end of
+            # its stderr (the stream itself stays in the file: tool output
+            # in it must not be classified as Roder's error).
+            f"if [ $rc -ne 0 ] && [ $rc -ne {EXIT_INCOMPLETE} ]; then "
+            f"grep '\"type\":\"turn_failed\"' {EVENTS}; tail -n 50 {STDERR} >&2; fi; "
             "exit $rc"
         )
         result = await environment.exec(command=command, env=env)

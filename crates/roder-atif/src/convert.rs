@@ -565,7 +565,10 @@ impl Builder {
             .turns
             .iter()
             .filter(|turn| turn.outcome["status"] != "completed")
-            .map(|turn| format!("turn {} ended {}", turn.turn_id, turn.outcome["status"]))
+            .map(|turn| {
+                let status = turn.outcome["status"].as_str().unwrap_or("unfinished");
+                format!("turn {} ended: {status}", turn.turn_id)
+            })
             .collect();
         let turns: Vec<Value> = self
             .turns

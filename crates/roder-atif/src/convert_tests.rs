@@ -243,7 +243,7 @@ fn an_interrupted_turn_is_a_system_step_and_a_note() {
     );
     assert_eq!(steps[2]["source"], "system");
     assert_eq!(steps[2]["extra"]["event"], "turn_interrupted");
-    assert_eq!(json["notes"], format!("turn {U} ended \"interrupted\""));
+    assert_eq!(json["notes"], format!("turn {U} ended: interrupted"));
     assert_eq!(
         json["extra"]["turns"][0]["outcome"]["status"],
         "interrupted"
