@@ -3,6 +3,7 @@
 //! reads in its viewer, analysers and dataset exports. Pure: it turns the
 //! events a thread store loaded into a serializable document; `roder threads
 //! export ID --format atif` writes it.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod convert;
 pub mod model;
