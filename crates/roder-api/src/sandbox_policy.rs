@@ -97,6 +97,7 @@ impl NetworkAccess {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EnvPolicy {
+    /// Variable names, or [`PASS_ALL`] for every variable.
     pub pass: Vec<String>,
     pub set: BTreeMap<String, String>,
 }
@@ -115,6 +116,24 @@ pub struct ResourceLimits {
     /// What a sandbox may write to its own disk, where the backend bounds it.
     pub disk_mib: Option<u64>,
 }
+
+/// An `env.pass` entry that passes every variable of Roder's environment
+/// (credentials still excepted): for a Roder that runs inside a container
+/// that is itself the sandbox, such as an evaluation harness's task
+/// container, whose commands expect the image's whole environment.
+///
+/// ```
+/// use roder_api::sandbox_policy::{PASS_ALL, SandboxPolicy};
+///
+/// let mut policy = SandboxPolicy::default();
+/// policy.env.pass = vec![PASS_ALL.into()];
+/// let host = [("PATH", "/bin"), ("JAVA_HOME", "/j"), ("OPENAI_API_KEY", "sk-x")]
+///     .map(|(k, v)| (k.to_string(), v.to_string()));
+/// let env = policy.command_env(host, &["OPENAI_API_KEY".to_string()]);
+/// assert_eq!(env.get("JAVA_HOME").map(String::as_str), Some("/j"));
+/// assert!(!env.contains_key("OPENAI_API_KEY"));
+/// ```
+pub const PASS_ALL: &str = "*";
 
 impl SandboxPolicy {
     /// The environment of a confined command, from `host` (Roder's own
@@ -144,7 +163,12 @@ impl SandboxPolicy {
         let mut env: BTreeMap<String, String> = host
             .into_iter()
             .filter(|(name, _)| {
-                BASE_ENV.contains(&name.as_str()) || self.env.pass.iter().any(|pass| pass == name)
+                BASE_ENV.contains(&name.as_str())
+                    || self
+                        .env
+                        .pass
+                        .iter()
+                        .any(|pass| pass == name || pass == PASS_ALL)
             })
             .filter(|(name, _)| !denied(name))
             .collect();

@@ -89,7 +89,8 @@ pub struct ExecCommand {
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// What the agent should do.
+    /// What the agent should do; `-` reads it from standard input (it then
+    /// stays out of the process's arguments, where `ps` and `pkill -f` see).
     pub prompt: String,
     /// The workspace the agent works in (default: the current directory).
     #[arg(long, short = 'C')]
@@ -160,6 +161,13 @@ pub enum ThreadsCommand {
     /// Delete a thread (its worktree, if any, is kept; see `roder runners gc`
     /// for its sandbox).
     Delete { thread_id: String },
+    /// A thread as a document for other tools, on stdout: `atif`, the
+    /// Agent Trajectory Interchange Format (Harbor's `trajectory.json`).
+    Export {
+        thread_id: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Atif)]
+        format: ExportFormat,
+    },
     /// Compact a thread now: the model summarizes its older history (or old
     /// tool outputs are pruned); the full history stays in the log.
     Compact { thread_id: String },
@@ -178,6 +186,14 @@ pub enum ThreadsCommand {
         #[arg(long)]
         turn: Option<u32>,
     },
+}
+
+/// What `roder threads export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// ATIF-v1.7 JSON: steps, tool calls with their observations,
+    /// reasoning, per-step and final token metrics.
+    Atif,
 }
 
 #[derive(Debug, Subcommand)]

@@ -34,7 +34,14 @@ const EXIT_BUSY: u8 = 75;
 /// Exit code when the turn completed but its answer is not whole.
 const EXIT_INCOMPLETE: u8 = 3;
 
-pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode> {
+/// `roder exec`: the prompt is argv's, or standard input's for `-`.
+pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    args.prompt = crate::prompt_input::resolve(&args.prompt).await?;
+    run_with_prompt(settings, args).await
+}
+
+/// `roder exec` once `args.prompt` is the prompt itself (never `-`).
+pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode> {
     // Registered first: from here on these signals interrupt instead of
     // killing the process with a turn open.
     let mut signals = StopSignals::register()?;

@@ -9,11 +9,13 @@ mod cli;
 mod config;
 mod doctor;
 mod exec;
+mod export_cmd;
 mod home_id;
 mod mcp_server_cmd;
 mod mcp_tools;
 mod preflight;
 mod progress;
+mod prompt_input;
 mod protection_reports;
 mod rewind_cmd;
 mod runners_cmd;
@@ -164,6 +166,9 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Threads {
             command: ThreadsCommand::Delete { thread_id },
         } => threads_cmd::delete(&settings, &thread_id).await,
+        Command::Threads {
+            command: ThreadsCommand::Export { thread_id, format },
+        } => export_cmd::export(&settings, &thread_id, format).await,
         Command::Threads {
             command: ThreadsCommand::Compact { thread_id },
         } => threads_cmd::compact(&settings, &thread_id).await,

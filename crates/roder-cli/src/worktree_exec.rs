@@ -15,6 +15,8 @@ use crate::config::Settings;
 use crate::wiring;
 
 pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    // Before anything is made: an empty `-` prompt leaves no worktree.
+    args.prompt = crate::prompt_input::resolve(&args.prompt).await?;
     let workspace = match &args.workspace {
         Some(path) => path.clone(),
         None => std::env::current_dir()?,
@@ -51,5 +53,5 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
         );
     }
     args.thread = Some(metadata.thread_id);
-    crate::exec::run(settings, args).await
+    crate::exec::run_with_prompt(settings, args).await
 }

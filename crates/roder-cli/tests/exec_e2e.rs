@@ -372,3 +372,70 @@ async fn exec_refuses_what_cannot_work_before_creating_anything() {
     );
     assert_eq!(server.model_requests().len(), 1, "no model request either");
 }
+
+/// `roder exec -` with `stdin` on standard input.
+async fn roder_with_stdin(home: &Path, workspace: &Path, stdin: &[u8]) -> Run {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "-"])
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env_remove("RODER_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).await.unwrap();
+    drop(input);
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("roder should finish within 60 s")
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn exec_dash_reads_the_prompt_from_stdin_and_refuses_an_empty_one() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"fake/test-model\"\n\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n",
+            server.openai_base_url()
+        ),
+    )
+    .unwrap();
+    server.push(ChatStream::text_reply("Read it."));
+    let prompt = "fix the bug\n\nthat `pkill -f roder` would hit\n";
+    let run = roder_with_stdin(home.path(), workspace.path(), prompt.as_bytes()).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, "Read it.\n");
+    let body = server.model_requests()[0].body.to_string();
+    assert!(
+        body.contains(&serde_json::to_string(prompt).unwrap()),
+        "the whole stdin is the user message: {body}"
+    );
+
+    let empty = roder_with_stdin(home.path(), workspace.path(), b"  \n").await;
+    assert_eq!(empty.code, Some(1), "{}", empty.stderr);
+    assert!(
+        empty.stderr.contains("read no prompt from standard input"),
+        "{}",
+        empty.stderr
+    );
+    assert_eq!(server.model_requests().len(), 1, "nothing was sent");
+    let threads = std::fs::read_dir(home.path().join("threads"))
+        .unwrap()
+        .count();
+    assert_eq!(threads, 1, "the empty prompt made no thread");
+}

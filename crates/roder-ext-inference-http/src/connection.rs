@@ -91,12 +91,13 @@ impl<C: ProviderConfig> Connection<C> {
             })?;
             headers.append(header, value);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .build()
-            .map_err(|error| {
-                anyhow::anyhow!("provider \"{provider}\": cannot build an HTTP client: {error}")
-            })?;
+        let client = crate::tls_roots::apply(
+            reqwest::Client::builder().connect_timeout(settings.connect_timeout),
+        )
+        .build()
+        .map_err(|error| {
+            anyhow::anyhow!("provider \"{provider}\": cannot build an HTTP client: {error}")
+        })?;
         Ok(Self {
             config,
             provider,

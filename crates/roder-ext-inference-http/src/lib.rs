@@ -65,6 +65,7 @@ mod http_date;
 mod line_frames;
 pub mod overflow;
 mod retry;
+pub mod tls_roots;
 
 pub use api_key::ApiKeySource;
 pub use classify::{FailureReport, RetryClass, classify, is_retryable_status};
