@@ -50,7 +50,9 @@ pub async fn run() -> anyhow::Result<()> {
     );
     let plain = home(&config)?;
     let off = home(&format!("{config}\n[telemetry]\ncapture_content = false\n"))?;
-    let exported = home(&format!("{config}\n[telemetry]\notlp_endpoint = \"{endpoint}\"\n"))?;
+    let exported = home(&format!(
+        "{config}\n[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
+    ))?;
     let workspace = tempfile::tempdir()?;
     let per_step = |samples: &[(Cost, Cost)], pick: fn(&Cost) -> f64| {
         let mut empty: Vec<f64> = samples.iter().map(|(empty, _)| pick(empty)).collect();
@@ -87,7 +89,13 @@ pub async fn run() -> anyhow::Result<()> {
         "off_wall_ms_per_step": per_step(&off_ms, wall),
         "exported_wall_ms_per_step": per_step(&exported_ms, wall),
         "exports_received": exports, "transport": "OTLP/HTTP protobuf, 127.0.0.1"});
-    print("traces", "overhead_ratio", exported / plain, "ratio", context.clone());
+    print(
+        "traces",
+        "overhead_ratio",
+        exported / plain,
+        "ratio",
+        context.clone(),
+    );
     print("traces", "off_ratio", off / plain, "ratio", context);
     Ok(())
 }
