@@ -8,6 +8,7 @@
 mod app_server;
 mod approvals;
 mod big_message;
+mod browser;
 mod coding_runtime;
 mod exec_loop;
 mod figure;
@@ -23,6 +24,7 @@ mod roder_process;
 mod store;
 mod threads;
 mod tool_loop;
+mod web;
 
 use anyhow::Context;
 
@@ -38,6 +40,7 @@ const BENCHES: &[&str] = &[
     "mcp",
     "replicas",
     "approvals",
+    "web",
 ];
 
 #[tokio::main]
@@ -69,6 +72,7 @@ async fn main() -> anyhow::Result<()> {
                 .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
             "approvals" => approvals::run().await.context("approvals")?,
+            "web" => web::run().await.context("web")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

@@ -18,7 +18,7 @@ function el(tag, cls, text) {
 }
 
 // What the bench and the browser test read.
-const metrics = { firstPaintMs: null, latencies: [], pagesLoaded: 0 };
+const metrics = { firstPaintMs: null, latencies: [], pagesLoaded: 0, subscribed: null };
 window.roderMetrics = metrics;
 
 const rpc = { ws: null, nextId: 1, pending: new Map(), opened: false };
@@ -50,8 +50,8 @@ function connect() {
       return;
     }
     setStatus('connected', 'connected');
-    await refreshThreads();
     route();
+    refreshThreads();
   };
   ws.onmessage = (frame) => receive(JSON.parse(frame.data));
   ws.onclose = () => {
@@ -139,7 +139,7 @@ async function refreshThreads() {
     return;
   }
   const fresh = new Map();
-  for (const info of listed.threads) {
+  await Promise.all(listed.threads.map(async (info) => {
     const known = threadInfos.get(info.threadId);
     let running = known ? known.running : null;
     // Ask for the running turn only when something may have changed.
@@ -152,8 +152,8 @@ async function refreshThreads() {
       }
     }
     fresh.set(info.threadId, { info, running });
-  }
-  threadInfos = fresh;
+  }));
+  threadInfos = new Map(listed.threads.map((info) => [info.threadId, fresh.get(info.threadId)]));
   renderThreadList();
 }
 
@@ -279,6 +279,7 @@ async function subscribe(current) {
   const result = await call('thread/resume', { threadId: current.id, afterSeq: current.lastSeq });
   if (view === current) {
     current.subscribed = true;
+    metrics.subscribed = current.id;
     current.info = result.thread;
     renderHead();
   }
