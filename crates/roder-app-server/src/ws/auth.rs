@@ -15,6 +15,12 @@
 //! rebinds its own name to 127.0.0.1 is same-origin with itself, but its
 //! `Host` is its own name, so it is refused too.
 
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::codes;
+
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Refusal {
     MissingToken,

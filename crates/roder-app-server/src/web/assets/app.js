@@ -323,6 +323,11 @@ async function loadOlder() {
   } finally {
     current.loading = false;
   }
+  // A page too short to scroll could never ask for more: fill the view.
+  const log = $('log');
+  if (view === current && current.firstSeq > 1 && log.scrollHeight <= log.clientHeight + 200) {
+    setTimeout(() => loadOlder().catch((error) => toast(error.message)), 0);
+  }
 }
 
 function onEvent(envelope) {
