@@ -194,7 +194,7 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         std::fs::read_to_string(workspace.path().join("hello.txt")).unwrap(),
         "hi\n"
     );
-    assert_eq!(count(&mut browser, ".approval").await, 0);
+    assert_eq!(count(&mut browser, "#approvals .approval").await, 0);
 
     // Interrupt a running turn from the page.
     set_mode(&mut browser, "bypass").await;
@@ -214,8 +214,14 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         .await;
     browser.click("#interrupt", None).await;
     browser.wait(".turn-end.interrupted", None).await;
+    // The command was killed: its call ends as failed (or stopped, when
+    // the turn ended before its result).
     browser
-        .wait(".tool[data-status='stopped']", Some("exec_command"))
+        .wait(
+            ".tool[data-call-id='call-sleep'][data-status='failed'], \
+             .tool[data-call-id='call-sleep'][data-status='stopped']",
+            None,
+        )
         .await;
     let read = elsewhere
         .call("thread/read", json!({"threadId": demo}))
@@ -231,7 +237,7 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
     let shown = count(&mut browser, "#events .event").await;
     assert!(shown < 1_000, "only the last page is rendered: {shown}");
     let oldest_shown = browser
-        .js("return Number(document.querySelector('#events .event').dataset.seq);")
+        .js("return Number(document.querySelector('#events .event[data-seq]').dataset.seq);")
         .await
         .as_u64()
         .unwrap();
@@ -241,7 +247,7 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         .await;
     browser
         .wait_js(&format!(
-            "return Number(document.querySelector('#events .event').dataset.seq) < {oldest_shown};"
+            "return Number(document.querySelector('#events .event[data-seq]').dataset.seq) < {oldest_shown};"
         ))
         .await;
     browser.wait(".user", Some("question 1190")).await;
@@ -266,6 +272,7 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
             .await;
     let port = guarded.address.rsplit(':').next().unwrap().to_string();
     let host = non_loopback_ip().map_or("127.0.0.1".to_string(), |ip| ip.to_string());
+    eprintln!("the guarded page is opened at http://{host}:{port}/");
     browser.get(&format!("http://{host}:{port}/")).await;
     browser.wait("#status[data-state='refused']", None).await;
     browser.wait("#login-why", Some("needs its token")).await;

@@ -70,11 +70,12 @@ def run(driver, command):
         css, text = command["css"], command.get("text")
 
         def probe():
-            found = matching(driver, css, text)
-            return found if len(found) >= count else None
+            # Texts read inside the probe: the page re-renders parts of
+            # itself, and an element read later may be gone.
+            texts = [element.text for element in matching(driver, css, text)]
+            return texts if len(texts) >= count else None
 
-        found = poll(timeout, probe, f"no {count} of {css!r}" + (f" with {text!r}" if text else ""))
-        return [element.text for element in found]
+        return poll(timeout, probe, f"no {count} of {css!r}" + (f" with {text!r}" if text else ""))
     if op == "wait_js":
         return poll(timeout, lambda: driver.execute_script(command["script"]), f"{command['script']!r} stayed falsy")
     if op == "click":

@@ -265,8 +265,8 @@ async function openThread(threadId) {
   renderHead();
   renderThreadList();
   await loadOlder();
-  const log = $('log');
-  log.scrollTop = log.scrollHeight;
+  stickToBottom = true;
+  followBottom();
   if (metrics.firstPaintMs === null) {
     // Everything until the newest events are on screen, from navigation.
     requestAnimationFrame(() => { metrics.firstPaintMs = performance.now(); });
@@ -338,13 +338,19 @@ function onEvent(envelope) {
     if (envelope.seq <= view.lastSeq) return; // already on the page
     view.lastSeq = envelope.seq;
   }
-  const log = $('log');
-  const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
   render(envelope, $('events'), true);
   const emitted = parseTime(envelope.timestamp);
   if (!isNaN(emitted)) metrics.latencies.push(Date.now() - emitted);
-  if (atBottom) log.scrollTop = log.scrollHeight;
+  followBottom();
   if (!transient) scheduleTimeline();
+}
+
+// Whether the reader is at the newest events (then new ones keep them in
+// view); scrolling up to read older ones turns it off.
+let stickToBottom = true;
+function followBottom() {
+  const log = $('log');
+  if (stickToBottom) log.scrollTop = log.scrollHeight;
 }
 
 let timelineQueued = false;
@@ -431,6 +437,7 @@ function render(envelope, parent, live) {
     }
     case 'turn_started': {
       facts.start = at;
+      facts.seq = envelope.seq;
       facts.message = event.message;
       if (live) {
         view.runningTurnId = event.turn_id;
@@ -586,6 +593,12 @@ function render(envelope, parent, live) {
         if (bubbles.message) bubbles.message.remove();
         view.live.delete(event.turn_id);
       }
+      // The answer is stored here, not as a transcript item.
+      if (event.final_message && event.final_message !== facts.lastAnswer) {
+        const answer = row('assistant', envelope);
+        answer.textContent = event.final_message;
+        parent.append(answer);
+      }
       for (const card of view.cards.values()) {
         if (card.dataset.turnId === event.turn_id && card.dataset.status === 'running' || card.dataset.status === 'requested' || card.dataset.status === 'asking') {
           if (event.type !== 'turn_completed') setToolStatus(card, 'stopped', 'stopped');
@@ -625,6 +638,7 @@ function renderItem(envelope, parent, live) {
       return;
     }
     case 'assistant_message': {
+      if (turnId) turnFacts(turnId).lastAnswer = item.text;
       const node = row('assistant', envelope);
       node.textContent = item.text;
       const bubbles = live ? view.live.get(turnId) : null;
@@ -694,7 +708,7 @@ function turnFacts(turnId) {
 function renderTimeline() {
   const rows = [];
   const turns = Array.from(view.turns.values()).filter((facts) => facts.start !== null);
-  turns.sort((a, b) => a.start - b.start);
+  turns.sort((a, b) => (a.start - b.start) || (a.seq - b.seq));
   const now = Date.now();
   const longest = Math.max(1, ...turns.map((facts) => (facts.end ?? now) - facts.start));
   for (const facts of turns.slice(-20)) {
@@ -734,6 +748,7 @@ function renderTimeline() {
     rows.push(line);
   }
   $('timeline').replaceChildren(...rows);
+  followBottom();
 }
 
 // ---------------------------------------------------------------- approvals
@@ -783,6 +798,7 @@ function onApprovalRequest(message) {
   }
   card.append(buttons);
   $('approvals').append(card);
+  followBottom();
 }
 
 function onApprovalResolved(params) {
@@ -884,7 +900,9 @@ function wireActions() {
     route();
   });
   $('log').addEventListener('scroll', () => {
-    if ($('log').scrollTop < 200) loadOlder().catch((error) => toast(error.message));
+    const log = $('log');
+    stickToBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    if (log.scrollTop < 200) loadOlder().catch((error) => toast(error.message));
   });
 }
 
