@@ -66,7 +66,9 @@ async fn measure() -> anyhow::Result<()> {
     let mut long = Vec::new();
     for _ in 0..LOADS {
         for (thread_id, turns, samples) in [(SHORT, 2, &mut small), (LONG, 1250, &mut long)] {
-            browser.get(&format!("http://{addr}/threads/{thread_id}")).await?;
+            browser
+                .get(&format!("http://{addr}/threads/{thread_id}"))
+                .await?;
             let painted = browser
                 .wait_js(&format!(
                     "const m = window.roderMetrics; \
@@ -87,9 +89,13 @@ async fn measure() -> anyhow::Result<()> {
         .as_str()
         .ok_or_else(|| anyhow::anyhow!("thread/start returned no thread id"))?
         .to_string();
-    browser.get(&format!("http://{addr}/threads/{thread_id}")).await?;
     browser
-        .wait_js(&format!("return window.roderMetrics.subscribed === '{thread_id}';"))
+        .get(&format!("http://{addr}/threads/{thread_id}"))
+        .await?;
+    browser
+        .wait_js(&format!(
+            "return window.roderMetrics.subscribed === '{thread_id}';"
+        ))
         .await?;
     client.latencies_ms.clear();
     client
@@ -119,8 +125,20 @@ async fn measure() -> anyhow::Result<()> {
         "samples_10k_ms": long, "samples_small_ms": small,
         "browser": "chromium headless (selenium)", "transport": "websocket 127.0.0.1",
     });
-    print("web", "first_paint_10k_ms", long_ms, "ms", paint_context.clone());
-    print("web", "first_paint_small_ms", small_ms, "ms", paint_context.clone());
+    print(
+        "web",
+        "first_paint_10k_ms",
+        long_ms,
+        "ms",
+        paint_context.clone(),
+    );
+    print(
+        "web",
+        "first_paint_small_ms",
+        small_ms,
+        "ms",
+        paint_context.clone(),
+    );
     print(
         "web",
         "first_paint_10k_ratio",
@@ -136,8 +154,20 @@ async fn measure() -> anyhow::Result<()> {
         "events": events, "tool_calls": LIVE_TOOL_CALLS, "page_p50_ms": page_p50,
         "ws_client_events": baseline.len(),
     });
-    print("web", "live_latency_p95_ms", page_p95, "ms", live_context.clone());
-    print("web", "ws_client_latency_p95_ms", client_p95, "ms", live_context.clone());
+    print(
+        "web",
+        "live_latency_p95_ms",
+        page_p95,
+        "ms",
+        live_context.clone(),
+    );
+    print(
+        "web",
+        "ws_client_latency_p95_ms",
+        client_p95,
+        "ms",
+        live_context.clone(),
+    );
     print(
         "web",
         "live_latency_ratio",

@@ -147,7 +147,9 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         read["runningTurnId"].is_string(),
         "the tool call showed while the turn ran: {read}"
     );
-    browser.wait(".tool[data-status='done']", Some("exit 0")).await;
+    browser
+        .wait(".tool[data-status='done']", Some("exit 0"))
+        .await;
     browser.wait(".tool .tool-output", Some("finished")).await;
     browser
         .wait(".assistant", Some("The workspace is ready."))
@@ -188,7 +190,9 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
     browser
         .wait(".tool[data-status='done'] .diff-add", Some("+hi"))
         .await;
-    browser.wait(".approval-note", Some("allow once by web#")).await;
+    browser
+        .wait(".approval-note", Some("allow once by web#"))
+        .await;
     browser.wait(".assistant", Some("Wrote hello.txt.")).await;
     assert_eq!(
         std::fs::read_to_string(workspace.path().join("hello.txt")).unwrap(),
@@ -268,8 +272,7 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
 
     // A page opened at a non-loopback address needs the token.
     let guarded =
-        ListeningServer::start_with(home.path(), workspace.path(), "0.0.0.0:0", Some(TOKEN))
-            .await;
+        ListeningServer::start_with(home.path(), workspace.path(), "0.0.0.0:0", Some(TOKEN)).await;
     let port = guarded.address.rsplit(':').next().unwrap().to_string();
     let host = non_loopback_ip().map_or("127.0.0.1".to_string(), |ip| ip.to_string());
     eprintln!("the guarded page is opened at http://{host}:{port}/");

@@ -45,17 +45,18 @@ pub async fn write_long_thread(
     store.create_thread(metadata).await?;
     let mut seq = 0u64;
     let mut batch = Vec::new();
-    let mut push = |batch: &mut Vec<EventEnvelope>, turn_id: Option<&str>, event: serde_json::Value| {
-        seq += 1;
-        let envelope = json!({
-            "seq": seq,
-            "timestamp": stamp,
-            "thread_id": thread_id,
-            "turn_id": turn_id,
-            "event": event,
-        });
-        serde_json::from_value::<EventEnvelope>(envelope).map(|envelope| batch.push(envelope))
-    };
+    let mut push =
+        |batch: &mut Vec<EventEnvelope>, turn_id: Option<&str>, event: serde_json::Value| {
+            seq += 1;
+            let envelope = json!({
+                "seq": seq,
+                "timestamp": stamp,
+                "thread_id": thread_id,
+                "turn_id": turn_id,
+                "event": event,
+            });
+            serde_json::from_value::<EventEnvelope>(envelope).map(|envelope| batch.push(envelope))
+        };
     push(
         &mut batch,
         None,
@@ -76,15 +77,59 @@ pub async fn write_long_thread(
             }
             fields
         };
-        let item = |item: serde_json::Value| with(json!({"type": "transcript_item_appended", "item": item}));
-        push(&mut batch, t, with(json!({"type": "turn_started", "message": format!("question {turn}"), "provider": "fake", "model": "m"})))?;
-        push(&mut batch, t, item(json!({"type": "user_message", "text": format!("question {turn}")})))?;
-        push(&mut batch, t, with(json!({"type": "inference_started", "round": 1})))?;
-        push(&mut batch, t, with(json!({"type": "tool_call_requested", "call_id": call_id, "tool_name": "read_file", "arguments": arguments})))?;
-        push(&mut batch, t, with(json!({"type": "tool_call_started", "call_id": call_id, "tool_name": "read_file"})))?;
-        push(&mut batch, t, with(json!({"type": "tool_call_completed", "call_id": call_id, "tool_name": "read_file", "output": format!("contents of file {turn}"), "is_error": false, "data": {}, "duration_ms": 3})))?;
-        push(&mut batch, t, item(json!({"type": "assistant_message", "text": format!("answer {turn}")})))?;
-        push(&mut batch, t, with(json!({"type": "turn_completed", "final_message": format!("answer {turn}"), "usage": usage, "thread_usage": usage})))?;
+        let item = |item: serde_json::Value| {
+            with(json!({"type": "transcript_item_appended", "item": item}))
+        };
+        push(
+            &mut batch,
+            t,
+            with(
+                json!({"type": "turn_started", "message": format!("question {turn}"), "provider": "fake", "model": "m"}),
+            ),
+        )?;
+        push(
+            &mut batch,
+            t,
+            item(json!({"type": "user_message", "text": format!("question {turn}")})),
+        )?;
+        push(
+            &mut batch,
+            t,
+            with(json!({"type": "inference_started", "round": 1})),
+        )?;
+        push(
+            &mut batch,
+            t,
+            with(
+                json!({"type": "tool_call_requested", "call_id": call_id, "tool_name": "read_file", "arguments": arguments}),
+            ),
+        )?;
+        push(
+            &mut batch,
+            t,
+            with(
+                json!({"type": "tool_call_started", "call_id": call_id, "tool_name": "read_file"}),
+            ),
+        )?;
+        push(
+            &mut batch,
+            t,
+            with(
+                json!({"type": "tool_call_completed", "call_id": call_id, "tool_name": "read_file", "output": format!("contents of file {turn}"), "is_error": false, "data": {}, "duration_ms": 3}),
+            ),
+        )?;
+        push(
+            &mut batch,
+            t,
+            item(json!({"type": "assistant_message", "text": format!("answer {turn}")})),
+        )?;
+        push(
+            &mut batch,
+            t,
+            with(
+                json!({"type": "turn_completed", "final_message": format!("answer {turn}"), "usage": usage, "thread_usage": usage}),
+            ),
+        )?;
         if batch.len() >= 2000 {
             store.append_events(thread_id, &batch).await?;
             batch.clear();

@@ -91,10 +91,7 @@ pub(crate) fn serve(asset: Asset, headers: &HeaderMap, has_token: bool) -> Respo
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    set.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
+    set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
@@ -140,7 +137,10 @@ mod tests {
     fn the_page_loads_nothing_from_elsewhere() {
         for asset in [Asset::Page, Asset::Script, Asset::Style] {
             let body = asset.body();
-            assert!(!body.contains("http://") && !body.contains("https://"), "{asset:?}");
+            assert!(
+                !body.contains("http://") && !body.contains("https://"),
+                "{asset:?}"
+            );
             assert!(!body.contains("<script>"), "no inline script: {asset:?}");
         }
     }

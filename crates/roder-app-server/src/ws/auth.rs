@@ -97,9 +97,13 @@ fn presented_token(headers: &HeaderMap) -> Option<String> {
 
 /// Hex to a UTF-8 string, on bytes; `None` for anything else.
 fn decode_hex(text: &str) -> Option<String> {
-    let digit = |byte: u8| char::from(byte).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let digit = |byte: u8| {
+        char::from(byte)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     let decoded = bytes
@@ -258,10 +262,23 @@ mod tests {
 
     #[test]
     fn hosts_are_loopback_by_their_address_or_localhost() {
-        for host in ["127.0.0.1:1", "localhost:80", "LOCALHOST", "[::1]:9", "127.9.9.9"] {
+        for host in [
+            "127.0.0.1:1",
+            "localhost:80",
+            "LOCALHOST",
+            "[::1]:9",
+            "127.9.9.9",
+        ] {
             assert!(host_is_loopback(host), "{host}");
         }
-        for host in ["10.0.0.5:80", "evil.test:80", "[::2]:1", "", "[::1", "localhost.evil:1"] {
+        for host in [
+            "10.0.0.5:80",
+            "evil.test:80",
+            "[::2]:1",
+            "",
+            "[::1",
+            "localhost.evil:1",
+        ] {
             assert!(!host_is_loopback(host), "{host}");
         }
     }
