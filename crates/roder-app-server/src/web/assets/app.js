@@ -347,10 +347,18 @@ function onEvent(envelope) {
 
 // Whether the reader is at the newest events (then new ones keep them in
 // view); scrolling up to read older ones turns it off.
+// Scrolling reads the layout, so it is done once a frame, not per event: a
+// burst of events would otherwise lay the page out once each.
 let stickToBottom = true;
+let scrollQueued = false;
 function followBottom() {
-  const log = $('log');
-  if (stickToBottom) log.scrollTop = log.scrollHeight;
+  if (scrollQueued) return;
+  scrollQueued = true;
+  requestAnimationFrame(() => {
+    scrollQueued = false;
+    const log = $('log');
+    if (stickToBottom) log.scrollTop = log.scrollHeight;
+  });
 }
 
 let timelineQueued = false;
