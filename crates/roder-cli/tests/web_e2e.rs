@@ -88,6 +88,21 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
     write_config(home.path(), &model, None);
     let workspace = tempfile::tempdir().unwrap();
     let workspace_text = workspace.path().to_str().unwrap();
+    // A git repository, so turns take checkpoints (rollback and fork).
+    std::fs::write(workspace.path().join("README.md"), "demo\n").unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "initial"],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(workspace.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
     let store = JsonlThreadStore::new(home.path().join("threads"));
     let last_seq = write_long_thread(&store, LONG_THREAD, workspace_text, 1250)
         .await
@@ -233,6 +248,29 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         .unwrap();
     assert!(read["runningTurnId"].is_null(), "{read}");
     browser.screenshot("interrupted").await.unwrap();
+
+    // Roll back to turn 1 from the page (the file turn 2 wrote goes), then
+    // fork: the page opens the fork.
+    browser.wait("#turn-pick option[value='1']", None).await;
+    browser
+        .js("const pick = document.getElementById('turn-pick'); pick.value = '1'; return true;")
+        .await;
+    browser.click("#rollback", None).await;
+    browser
+        .wait(".note.rollback", Some("rolled back to turn 1"))
+        .await;
+    assert!(!workspace.path().join("hello.txt").exists(), "rolled back");
+    // The turns after 1 are gone, so turn 1 is no longer a target: fork
+    // now (which is the end of turn 1).
+    browser
+        .js("const pick = document.getElementById('turn-pick'); pick.value = ''; return true;")
+        .await;
+    browser.click("#fork", None).await;
+    browser
+        .wait(".note.fork", Some("forked at turn 1 from"))
+        .await;
+    let fork_path = browser.js("return location.pathname;").await;
+    assert_ne!(fork_path, format!("/threads/{demo}").as_str());
 
     // A 10,000-event thread at its own address: its last page shows at
     // once, and scrolling up pages older events in.

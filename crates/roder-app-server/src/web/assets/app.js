@@ -350,6 +350,7 @@ function onEvent(envelope) {
 // Scrolling reads the layout, so it is done once a frame, not per event: a
 // burst of events would otherwise lay the page out once each.
 let stickToBottom = true;
+let lastScrollTop = 0;
 let scrollQueued = false;
 function followBottom() {
   if (scrollQueued) return;
@@ -623,6 +624,7 @@ function render(envelope, parent, live) {
         view.runningTurnId = null;
         renderHead();
         refreshHeadSoon();
+        loadRewindTargets();
         for (const card of $('approvals').children) if (card.dataset.turnId === event.turn_id) card.remove();
       }
       return;
@@ -909,7 +911,11 @@ function wireActions() {
   });
   $('log').addEventListener('scroll', () => {
     const log = $('log');
-    stickToBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    // Only a move up (the reader's) stops following; the page's own
+    // scrolling only moves down. Being near the bottom resumes it.
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < 40) stickToBottom = true;
+    else if (log.scrollTop < lastScrollTop - 2) stickToBottom = false;
+    lastScrollTop = log.scrollTop;
     if (log.scrollTop < 200) loadOlder().catch((error) => toast(error.message));
   });
 }
