@@ -308,7 +308,9 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
         .await;
     assert_eq!(browser.wait_js("return window.outcome;").await, "refused");
 
-    // A page opened at a non-loopback address needs the token.
+    // A page opened at a non-loopback address needs the token. (On a
+    // machine without a route, 127.0.0.1: a server with a token refuses a
+    // page without it at any address.)
     let guarded =
         ListeningServer::start_with(home.path(), workspace.path(), "0.0.0.0:0", Some(TOKEN)).await;
     let port = guarded.address.rsplit(':').next().unwrap().to_string();
