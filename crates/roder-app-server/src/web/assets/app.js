@@ -131,7 +131,13 @@ function toast(text) {
 
 // ---------------------------------------------------------------- thread list
 
+// Every fifth poll reads every listed thread's running turn (a turn that
+// started elsewhere does not change `updatedAt` at once); the others read
+// only the threads that changed or were running.
+let listPolls = 0;
+
 async function refreshThreads() {
+  const readAll = listPolls++ % 5 === 0;
   let listed;
   try {
     listed = await call('thread/list', { limit: 100 });
@@ -143,7 +149,7 @@ async function refreshThreads() {
     const known = threadInfos.get(info.threadId);
     let running = known ? known.running : null;
     // Ask for the running turn only when something may have changed.
-    if (!known || known.info.updatedAt !== info.updatedAt || known.running) {
+    if (readAll || !known || known.info.updatedAt !== info.updatedAt || known.running) {
       try {
         const read = await call('thread/read', { threadId: info.threadId });
         running = read.runningTurnId;
@@ -181,7 +187,9 @@ function runnerText(info) {
 function renderThreadList() {
   const list = $('thread-list');
   const items = [];
-  for (const { info, running } of threadInfos.values()) {
+  for (const { info, running: polled } of threadInfos.values()) {
+    // The open thread's state is known from its events, at once.
+    const running = view && view.id === info.threadId ? view.runningTurnId : polled;
     const item = el('li', 'thread-item');
     item.dataset.threadId = info.threadId;
     if (view && view.id === info.threadId) item.classList.add('current');
@@ -451,6 +459,7 @@ function render(envelope, parent, live) {
       if (live) {
         view.runningTurnId = event.turn_id;
         renderHead();
+        renderThreadList();
       }
       const node = row('turn-start', envelope);
       node.textContent = 'turn · ' + event.provider + '/' + event.model;
@@ -623,6 +632,7 @@ function render(envelope, parent, live) {
       if (live) {
         view.runningTurnId = null;
         renderHead();
+        renderThreadList();
         refreshHeadSoon();
         loadRewindTargets();
         for (const card of $('approvals').children) if (card.dataset.turnId === event.turn_id) card.remove();
