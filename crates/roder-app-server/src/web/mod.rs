@@ -1,7 +1,9 @@
 //! The web page the WebSocket server serves at `/` and `/threads/ID`: one
-//! HTML document, one script and one style sheet, built into the binary
-//! (`include_str!`), so the page works on a machine without the internet
-//! and nothing is fetched from elsewhere.
+//! HTML document, its scripts (one file per part: the connection, the
+//! thread list, one thread, rendering, the timeline, actions) and one style
+//! sheet under `/assets/`, built into the binary (`include_str!`), so the
+//! page works on a machine without the internet and nothing is fetched from
+//! elsewhere.
 //!
 //! The page is a client like any other: it speaks the same JSON-RPC over a
 //! WebSocket to this server, under the same token rules (`ws/auth.rs`).
@@ -20,8 +22,22 @@ use axum::response::{IntoResponse, Response};
 use crate::ws::auth::host_is_loopback;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
-const APP_JS: &str = include_str!("assets/app.js");
-const APP_CSS: &str = include_str!("assets/app.css");
+
+/// The files under `/assets/`, by name, with their content type.
+const FILES: &[(&str, &str, &str)] = &[
+    ("rpc.js", include_str!("assets/rpc.js"), JS),
+    ("threads.js", include_str!("assets/threads.js"), JS),
+    ("thread.js", include_str!("assets/thread.js"), JS),
+    ("render.js", include_str!("assets/render.js"), JS),
+    ("timeline.js", include_str!("assets/timeline.js"), JS),
+    ("actions.js", include_str!("assets/actions.js"), JS),
+    (
+        "app.css",
+        include_str!("assets/app.css"),
+        "text/css; charset=utf-8",
+    ),
+];
+const JS: &str = "text/javascript; charset=utf-8";
 
 /// No inline script or style, nothing from another origin, no framing, no
 /// form posts, no plugins. `connect-src 'self'` covers the page's own
@@ -35,24 +51,30 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 pub(crate) enum Asset {
     /// The document, for `/` and `/threads/ID`.
     Page,
-    Script,
-    Style,
+    /// A file under `/assets/`: its body and content type.
+    File(&'static str, &'static str),
 }
 
 impl Asset {
+    /// The file `/assets/NAME`, if there is one.
+    pub(crate) fn named(name: &str) -> Option<Asset> {
+        FILES
+            .iter()
+            .find(|(file, _, _)| *file == name)
+            .map(|(_, body, kind)| Asset::File(body, kind))
+    }
+
     fn body(self) -> &'static str {
         match self {
             Asset::Page => INDEX_HTML,
-            Asset::Script => APP_JS,
-            Asset::Style => APP_CSS,
+            Asset::File(body, _) => body,
         }
     }
 
     fn content_type(self) -> &'static str {
         match self {
             Asset::Page => "text/html; charset=utf-8",
-            Asset::Script => "text/javascript; charset=utf-8",
-            Asset::Style => "text/css; charset=utf-8",
+            Asset::File(_, kind) => kind,
         }
     }
 }
@@ -127,15 +149,24 @@ mod tests {
 
     #[test]
     fn without_a_token_the_page_is_for_loopback_hosts_only() {
-        let rebound = serve(Asset::Script, &with_host("evil.test:9"), false);
+        let script = Asset::named("rpc.js").unwrap();
+        let rebound = serve(script, &with_host("evil.test:9"), false);
         assert_eq!(rebound.status(), StatusCode::FORBIDDEN);
-        let with_token = serve(Asset::Script, &with_host("10.1.2.3:9"), true);
+        let with_token = serve(script, &with_host("10.1.2.3:9"), true);
         assert_eq!(with_token.status(), StatusCode::OK);
     }
 
     #[test]
-    fn the_page_loads_nothing_from_elsewhere() {
-        for asset in [Asset::Page, Asset::Script, Asset::Style] {
+    fn the_page_loads_every_file_it_names_and_nothing_from_elsewhere() {
+        for (name, _, _) in FILES {
+            assert!(
+                INDEX_HTML.contains(&format!("\"/assets/{name}\"")),
+                "{name}"
+            );
+        }
+        assert_eq!(Asset::named("../Cargo.toml"), None);
+        let files = FILES.iter().map(|(name, _, _)| Asset::named(name).unwrap());
+        for asset in std::iter::once(Asset::Page).chain(files) {
             let body = asset.body();
             assert!(
                 !body.contains("http://") && !body.contains("https://"),

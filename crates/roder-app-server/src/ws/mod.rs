@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::State;
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -129,8 +129,7 @@ pub async fn bind_ws_following(
     let router = Router::new()
         .route("/", get(root))
         .route("/threads/{thread_id}", get(thread_page))
-        .route("/assets/app.js", get(script))
-        .route("/assets/app.css", get(style))
+        .route("/assets/{name}", get(asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state.clone());
@@ -205,12 +204,15 @@ async fn thread_page(State(state): State<Arc<ServerState>>, headers: HeaderMap) 
     web::serve(web::Asset::Page, &headers, state.token.is_some())
 }
 
-async fn script(State(state): State<Arc<ServerState>>, headers: HeaderMap) -> Response {
-    web::serve(web::Asset::Script, &headers, state.token.is_some())
-}
-
-async fn style(State(state): State<Arc<ServerState>>, headers: HeaderMap) -> Response {
-    web::serve(web::Asset::Style, &headers, state.token.is_some())
+async fn asset(
+    State(state): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match web::Asset::named(&name) {
+        Some(asset) => web::serve(asset, &headers, state.token.is_some()),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn upgrade(
