@@ -17,6 +17,7 @@
 //!   forwarder.
 //! * `follow.rs`: events of threads other replicas write.
 //! * `stdio.rs`, `ws/`: the transports.
+//! * `web/`: the web page the WebSocket server serves (built in).
 //!
 //! ```no_run
 //! # async fn example(runtime: std::sync::Arc<roder_core::Runtime>) -> anyhow::Result<()> {
@@ -40,6 +41,7 @@ mod methods;
 pub mod protocol;
 mod schema;
 mod stdio;
+mod web;
 mod ws;
 
 pub use connection::ConnectionLimits;

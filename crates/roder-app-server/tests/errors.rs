@@ -180,8 +180,13 @@ async fn a_token_is_checked_before_any_method_runs() {
     client.initialize().await;
     still_serving(&mut client).await;
     // The refusal body is a JSON-RPC error.
-    let (status, body) = http_get(addr, "/", &[]).await;
+    let (status, body) = http_get(addr, "/", &UPGRADE).await;
     assert_eq!(status, 401);
+    // Without asking to upgrade, `/` is the web page, which holds no secret
+    // and asks for the token before it connects.
+    let (status, page) = http_get(addr, "/", &[]).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>Roder</title>"), "{page}");
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["error"]["code"], codes::UNAUTHORIZED);
 }
@@ -193,17 +198,28 @@ async fn without_a_token_web_pages_cannot_connect() {
     let (status, _) = http_get(
         addr,
         "/",
-        &[
-            ("Origin", "https://evil.example"),
-            ("Connection", "Upgrade"),
-            ("Upgrade", "websocket"),
-            ("Sec-WebSocket-Version", "13"),
-            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-        ],
+        &[&[("Origin", "https://evil.example")], UPGRADE.as_slice()].concat(),
     )
     .await;
     assert_eq!(status, 403);
+    // The server's own page (same origin, loopback Host) is let in.
+    let own = format!("http://{addr}");
+    let (status, _) = http_get(
+        addr,
+        "/",
+        &[&[("Origin", own.as_str())], UPGRADE.as_slice()].concat(),
+    )
+    .await;
+    assert_eq!(status, 101);
 }
+
+/// The headers of a WebSocket upgrade request.
+const UPGRADE: [(&str, &str); 4] = [
+    ("Connection", "Upgrade"),
+    ("Upgrade", "websocket"),
+    ("Sec-WebSocket-Version", "13"),
+    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+];
 
 #[tokio::test]
 async fn a_non_loopback_address_needs_a_token() {

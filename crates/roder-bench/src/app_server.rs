@@ -107,13 +107,7 @@ async fn one_client(
     addr: SocketAddr,
     start_line: Arc<tokio::sync::Barrier>,
 ) -> anyhow::Result<ClientRun> {
-    let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/")).await?;
-    let mut client = RpcClient {
-        socket,
-        next_id: 1,
-        notified: Vec::new(),
-        latencies_ms: Vec::new(),
-    };
+    let mut client = RpcClient::connect(addr).await?;
     client.request("initialize", json!({})).await?;
     let thread = client.request("thread/start", json!({})).await?;
     let thread_id = thread["thread"]["threadId"]
@@ -162,16 +156,29 @@ async fn one_client(
     })
 }
 
-struct RpcClient {
+/// A JSON-RPC client that records each notification's seq and latency
+/// (also used by the `web` bench as the baseline of the page's latency).
+pub(crate) struct RpcClient {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
     next_id: u64,
     /// Seqs of the `thread/event` notifications received, in order.
-    notified: Vec<u64>,
-    latencies_ms: Vec<f64>,
+    pub(crate) notified: Vec<u64>,
+    pub(crate) latencies_ms: Vec<f64>,
 }
 
 impl RpcClient {
-    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+    /// Connects to `ws://addr/` (nothing sent yet).
+    pub(crate) async fn connect(addr: SocketAddr) -> anyhow::Result<Self> {
+        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/")).await?;
+        Ok(Self {
+            socket,
+            next_id: 1,
+            notified: Vec::new(),
+            latencies_ms: Vec::new(),
+        })
+    }
+
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -187,7 +194,7 @@ impl RpcClient {
         }
     }
 
-    async fn until_turn_ends(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn until_turn_ends(&mut self) -> anyhow::Result<()> {
         loop {
             let message = self.next().await?;
             match message["params"]["event"]["type"].as_str() {

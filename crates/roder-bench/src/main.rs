@@ -8,6 +8,7 @@
 mod app_server;
 mod approvals;
 mod big_message;
+mod browser;
 mod coding_runtime;
 mod exec_loop;
 mod figure;
@@ -24,6 +25,7 @@ mod store;
 mod threads;
 mod tool_loop;
 mod traces;
+mod web;
 
 use anyhow::Context;
 
@@ -40,6 +42,7 @@ const BENCHES: &[&str] = &[
     "replicas",
     "approvals",
     "traces",
+    "web",
 ];
 
 #[tokio::main]
@@ -72,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
             "replicas" => replicas::run().await.context("replicas")?,
             "approvals" => approvals::run().await.context("approvals")?,
             "traces" => traces::run().await.context("traces")?,
+            "web" => web::run().await.context("web")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

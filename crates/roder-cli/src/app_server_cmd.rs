@@ -90,7 +90,8 @@ pub async fn run(settings: &Settings, args: AppServerArgs) -> anyhow::Result<Exi
             // The one line on stdout: where to connect.
             crate::outln!("ws://{}", server.local_addr())?;
             eprintln!(
-                "roder: app server listening on ws://{}",
+                "roder: app server listening on ws://{}, its web page at http://{}/",
+                server.local_addr(),
                 server.local_addr()
             );
             server.serve_with_shutdown(stop).await

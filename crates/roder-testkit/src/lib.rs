@@ -6,6 +6,7 @@
 
 pub mod fake_models;
 pub mod fake_sprites;
+pub mod long_thread;
 pub mod mock_runner;
 pub mod scripted_engine;
 pub mod tool_loop_engine;

@@ -1,11 +1,12 @@
 //! The WebSocket transport: one JSON-RPC message per text frame on `/`,
-//! plus `/healthz` and `/readyz`.
+//! plus `/healthz` and `/readyz`, and the web page (`web/`) at `/` (a
+//! request without `Upgrade: websocket`), `/threads/ID` and `/assets/`.
 //!
 //! It listens on loopback unless given a token: [`bind_ws`] refuses any
 //! other address without one, and with a token every upgrade must present
 //! it (see `auth`).
 
-mod auth;
+pub(crate) mod auth;
 mod listen;
 
 use axum::serve::ListenerExt;
@@ -15,10 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::extract::State;
 use axum::extract::ws::{
     Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
 };
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -31,6 +32,7 @@ use tokio::sync::{mpsc, watch};
 use crate::connection::{Connection, ConnectionLimits, Fanout};
 use crate::follow::SharedFollowSource;
 use crate::protocol::ServerMessage;
+use crate::web;
 
 pub use listen::{ListenAddressError, resolve_listen_address};
 
@@ -125,7 +127,9 @@ pub async fn bind_ws_following(
         closing: watch::Sender::new(false),
     });
     let router = Router::new()
-        .route("/", get(upgrade))
+        .route("/", get(root))
+        .route("/threads/{thread_id}", get(thread_page))
+        .route("/assets/{name}", get(asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(state.clone());
@@ -184,6 +188,33 @@ async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
     axum::Json(json!({ "status": "ready", "connections": connections })).into_response()
 }
 
+/// `/`: the WebSocket for clients that ask to upgrade, the page otherwise.
+async fn root(
+    state: State<Arc<ServerState>>,
+    headers: HeaderMap,
+    upgrade_request: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    if web::wants_websocket(&headers) {
+        return upgrade(state, headers, upgrade_request).await;
+    }
+    web::serve(web::Asset::Page, &headers, state.token.is_some())
+}
+
+async fn thread_page(State(state): State<Arc<ServerState>>, headers: HeaderMap) -> Response {
+    web::serve(web::Asset::Page, &headers, state.token.is_some())
+}
+
+async fn asset(
+    State(state): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match web::Asset::named(&name) {
+        Some(asset) => web::serve(asset, &headers, state.token.is_some()),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 async fn upgrade(
     State(state): State<Arc<ServerState>>,
     headers: HeaderMap,
@@ -201,7 +232,10 @@ async fn upgrade(
     // Frames up to 4x the limit are read and answered with -32007; larger
     // ones are never buffered and close the connection (1009).
     let hard_limit = state.limits.max_message_bytes.saturating_mul(4);
+    // The page offers `roder.v1` (with its token beside it); a browser
+    // drops a connection whose offered subprotocols get no answer.
     upgrade
+        .protocols([auth::SUBPROTOCOL])
         .max_message_size(hard_limit)
         .max_frame_size(hard_limit)
         .on_upgrade(move |socket| session(state, socket))

@@ -3,6 +3,7 @@
 //! ways to watch the processes a tool call started.
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod browser;
 pub mod otlp;
 pub mod replica;
 pub mod ws;

@@ -22,8 +22,26 @@ pub struct ListeningServer {
 
 impl ListeningServer {
     pub async fn start(home: &Path, workspace: &Path) -> Self {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-            .args(["app-server", "--listen", "127.0.0.1:0", "-C"])
+        Self::start_with(home, workspace, "127.0.0.1:0", None).await
+    }
+
+    /// Listening at `listen`, with `--token-env RODER_TEST_TOKEN` set to
+    /// `token` when given.
+    pub async fn start_with(
+        home: &Path,
+        workspace: &Path,
+        listen: &str,
+        token: Option<&str>,
+    ) -> Self {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"));
+        command.args(["app-server", "--listen", listen]);
+        if let Some(token) = token {
+            command
+                .args(["--token-env", "RODER_TEST_TOKEN"])
+                .env("RODER_TEST_TOKEN", token);
+        }
+        let mut child = command
+            .arg("-C")
             .arg(workspace)
             .env("RODER_HOME", home)
             .env("FAKE_MODEL_KEY", "test-key")
