@@ -31,6 +31,7 @@ mod instructions;
 mod memory_store;
 mod policy;
 mod reopen;
+mod retention;
 pub mod requests;
 mod rewind;
 mod rollback;
