@@ -9,6 +9,7 @@ mod cli;
 mod config;
 mod doctor;
 mod exec;
+mod gc_cmd;
 mod home_id;
 mod mcp_server_cmd;
 mod mcp_tools;
@@ -179,6 +180,7 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Runners {
             command: RunnersCommand::List,
         } => runners_cmd::list(&settings).await,
+        Command::Gc(args) => gc_cmd::run(&settings, &args).await,
         Command::Sandbox {
             command: SandboxCommand::Status { json },
         } => sandbox_cmd::status(&settings, json),

@@ -33,6 +33,9 @@ pub struct ConfigFile {
     /// `[store]` table with `url` and `sync` (see `store.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreEntry>,
+    /// Checkpoint retention (`[checkpoints] keep_turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointsEntry>,
     /// How long a thread's writer lease lasts unrenewed (default 30): with
     /// a shared store, how soon another replica takes a dead one's thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +53,16 @@ pub struct ConfigFile {
     /// here or in `OTEL_EXPORTER_OTLP_ENDPOINT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<roder_ext_telemetry::TelemetryFile>,
+}
+
+/// `[checkpoints]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointsEntry {
+    /// How many of a thread's latest turns keep their checkpoint
+    /// (default 10); `roder gc` removes the older ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_turns: Option<usize>,
 }
 
 /// `store`: a bare string (the store), or a table.
