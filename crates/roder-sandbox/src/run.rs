@@ -76,7 +76,7 @@ pub enum Ending {
 }
 
 /// The end of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     pub ending: Ending,
     /// Every pipe reached end-of-file. `false` when something the command

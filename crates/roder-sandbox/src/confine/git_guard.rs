@@ -561,7 +561,7 @@ fn recently_rewritten(git_dir: &Path, baseline: &Snapshot, entered: (i64, i64)) 
 /// into the baseline where the content on disk is the baseline's, so a
 /// command still running beside is not blamed for the restore.
 fn restamp(git_dir: &Path, baseline: &mut Snapshot) {
-    let mut update = |path: &Path, entry: &mut Entry| {
+    let update = |path: &Path, entry: &mut Entry| {
         if let Ok(meta) = std::fs::symlink_metadata(path)
             && content(path, &meta).is_ok_and(|now| now == entry.content)
         {
