@@ -632,7 +632,13 @@ mod full_disk {
         );
         // Nothing of the batch stayed: the log is as it was, and readable.
         let log = store.base_path.join("t").join(EVENTS_FILE);
-        assert_eq!(std::fs::read(&log).unwrap(), before);
+        let after = std::fs::read(&log).unwrap();
+        assert!(
+            after == before,
+            "the log changed: {} bytes, was {}",
+            after.len(),
+            before.len()
+        );
         assert_eq!(store.load_events("t", 0).await.unwrap().len(), 3);
         // Space freed: the same seqs go in.
         std::fs::remove_file(filler).unwrap();
