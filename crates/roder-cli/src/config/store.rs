@@ -12,7 +12,7 @@ use roder_ext_postgres_thread_store::store::redacted;
 use roder_ext_postgres_thread_store::{PostgresThreadStore, PostgresThreadStoreFactory};
 
 use crate::config::Settings;
-use crate::config::file::{StoreEntry, StoreTable};
+use crate::config::file::StoreEntry;
 use roder_ext_jsonl_thread_store::SyncMode;
 
 /// A thread store, as configured.
@@ -187,6 +187,7 @@ pub fn require_jsonl(settings: &Settings, command: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::StoreTable;
 
     #[test]
     fn parses_jsonl_and_postgres_urls_and_names_the_rest() {
