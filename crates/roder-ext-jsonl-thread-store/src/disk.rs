@@ -34,7 +34,7 @@ pub(crate) fn explain(error: io::Error, path: &Path, what: &str) -> anyhow::Erro
         }
     };
     anyhow::anyhow!(
-        "{what} `{}`: {state} ({error}). Nothing after the last complete event was kept; free space there (or set RODER_HOME to a writable disk) and continue the thread",
+        "{what} `{}`: {state} ({error}). nothing was left half-written; free space there (or point RODER_HOME at another disk) and continue the thread",
         path.display()
     )
 }
