@@ -34,7 +34,7 @@ pub(crate) fn explain(error: io::Error, path: &Path, what: &str) -> anyhow::Erro
         }
     };
     anyhow::anyhow!(
-        "{what} `{}`: {state} ({error}). nothing was left half-written; free space there (or point RODER_HOME at another disk) and continue the thread",
+        "{what} `{}`: {state} ({error}). Nothing was left half-written; free space there (or point RODER_HOME at another disk) and continue the thread",
         path.display()
     )
 }
