@@ -73,6 +73,11 @@ async fn a_restart_mid_turn_loses_and_doubles_nothing_and_followers_resume() {
         cluster.restart(Duration::from_secs(1)).await.unwrap();
         cluster
     });
+    // The next append meets the server down (not merely before it went).
+    while replicas[0].list_threads().await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let outage = Instant::now();
     for seq in 21..=LAST {
         writer
             .append_events_leased(lease.as_ref(), "t1", &events("t1", seq..=seq))
@@ -82,9 +87,13 @@ async fn a_restart_mid_turn_loses_and_doubles_nothing_and_followers_resume() {
             lease.renew().await.unwrap();
         }
     }
+    assert!(
+        outage.elapsed() >= Duration::from_millis(500),
+        "the appends waited for the server to come back"
+    );
     let cluster = restart.await.unwrap();
     assert!(
-        cluster.log().contains("database system is shut down"),
+        cluster.log().contains("database system was shut down at"),
         "the server did restart:\n{}",
         cluster.log()
     );
