@@ -58,7 +58,7 @@ pub(crate) async fn append(
     // A leased append rides out a database restart until its lease would
     // expire (`outage.rs`); an unleased one is tried once.
     let deadline = match lease {
-        Some(lease) => crate::outage::retry_deadline(thread_id, lease.generation()),
+        Some(lease) => crate::outage::retry_deadline(crate::outage::key_of(lease)),
         None => std::time::Instant::now(),
     };
     let (appended, retried) = crate::outage::retry_until(deadline, "appending events", || {

@@ -76,17 +76,19 @@ pub(crate) async fn acquire(
         .await
         .with_context(|| format!("cannot take the writer lease of thread \"{thread_id}\""))?;
         if let Some((generation, last_seq)) = granted {
-            crate::outage::lease_good_until(thread_id, to_u64(generation), asked + request.ttl);
-            return Ok(WriterLeaseOutcome::Acquired(Arc::new(
-                PostgresWriterLease {
-                    thread_id: thread_id.to_string(),
-                    generation: to_u64(generation),
-                    last_seq_at_grant: to_u64(last_seq),
-                    ttl: request.ttl,
-                    pool: store.pool.clone(),
-                    released: AtomicBool::new(false),
-                },
-            )));
+            let lease = Arc::new(PostgresWriterLease {
+                thread_id: thread_id.to_string(),
+                generation: to_u64(generation),
+                last_seq_at_grant: to_u64(last_seq),
+                ttl: request.ttl,
+                pool: store.pool.clone(),
+                released: AtomicBool::new(false),
+            });
+            crate::outage::lease_good_until(
+                crate::outage::key_of(lease.as_ref()),
+                asked + request.ttl,
+            );
+            return Ok(WriterLeaseOutcome::Acquired(lease));
         }
         let held: Option<(bool, Option<String>)> = sqlx::query_as(
             "SELECT (lease_owner_id IS NOT NULL AND lease_expires_at > now()) AS lease_live,
@@ -162,7 +164,7 @@ impl WriterLease for PostgresWriterLease {
         let generation = i64::try_from(self.generation).unwrap_or(i64::MAX);
         // Through a database restart: tried again until the lease would
         // expire anyway (`outage.rs`).
-        let deadline = crate::outage::retry_deadline(&self.thread_id, self.generation);
+        let deadline = crate::outage::retry_deadline(crate::outage::key_of(self));
         let mut asked = std::time::Instant::now();
         let (renewed, _) = crate::outage::retry_until(deadline, "renewing a writer lease", || {
             asked = std::time::Instant::now();
@@ -189,7 +191,7 @@ impl WriterLease for PostgresWriterLease {
                 self.generation
             );
         }
-        crate::outage::lease_good_until(&self.thread_id, self.generation, asked + self.ttl);
+        crate::outage::lease_good_until(crate::outage::key_of(self), asked + self.ttl);
         Ok(())
     }
 
@@ -199,7 +201,7 @@ impl WriterLease for PostgresWriterLease {
         if self.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        crate::outage::forget_lease(&self.thread_id, self.generation);
+        crate::outage::forget_lease(crate::outage::key_of(self));
         release_row(&self.pool, &self.thread_id, self.generation).await
     }
 }
@@ -225,7 +227,7 @@ impl Drop for PostgresWriterLease {
         if self.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        crate::outage::forget_lease(&self.thread_id, self.generation);
+        crate::outage::forget_lease(crate::outage::key_of(self));
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };

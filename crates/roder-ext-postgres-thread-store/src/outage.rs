@@ -63,38 +63,46 @@ where
     }
 }
 
-type Deadlines = Mutex<HashMap<(String, u64), Instant>>;
+/// Keyed by the lease object's address: unique among the leases alive in
+/// this process (generations are not, across databases), and the same
+/// whether the lease is seen as itself or as a `dyn WriterLease`.
+type Deadlines = Mutex<HashMap<usize, Instant>>;
 
 fn deadlines() -> &'static Deadlines {
     static DEADLINES: OnceLock<Deadlines> = OnceLock::new();
     DEADLINES.get_or_init(Deadlines::default)
 }
 
-/// Records that the lease `(thread_id, generation)` is good until at
-/// least `until` (a grant or renewal that started at `until - ttl`).
-pub(crate) fn lease_good_until(thread_id: &str, generation: u64, until: Instant) {
+/// The registry key of the lease at `lease`.
+pub(crate) fn key_of<T: ?Sized>(lease: &T) -> usize {
+    std::ptr::from_ref(lease).cast::<()>() as usize
+}
+
+/// Records that the lease at `key` is good until at least `until` (a
+/// grant or renewal that started at `until - ttl`).
+pub(crate) fn lease_good_until(key: usize, until: Instant) {
     deadlines()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert((thread_id.to_string(), generation), until);
+        .insert(key, until);
 }
 
 /// Forgets a released or dropped lease.
-pub(crate) fn forget_lease(thread_id: &str, generation: u64) {
+pub(crate) fn forget_lease(key: usize) {
     deadlines()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .remove(&(thread_id.to_string(), generation));
+        .remove(&key);
 }
 
-/// Until when a leased append of `(thread_id, generation)` is tried again:
+/// Until when a leased append under the lease at `key` is tried again:
 /// the lease's expiry as this process knows it, or now for a lease it does
 /// not know (no retry).
-pub(crate) fn retry_deadline(thread_id: &str, generation: u64) -> Instant {
+pub(crate) fn retry_deadline(key: usize) -> Instant {
     deadlines()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&(thread_id.to_string(), generation))
+        .get(&key)
         .copied()
         .unwrap_or_else(Instant::now)
 }
@@ -136,9 +144,10 @@ mod tests {
     #[test]
     fn unknown_leases_get_no_retry_and_known_ones_their_expiry() {
         let until = Instant::now() + Duration::from_secs(30);
-        lease_good_until("outage-t", 7, until);
-        assert_eq!(retry_deadline("outage-t", 7), until);
-        forget_lease("outage-t", 7);
-        assert!(retry_deadline("outage-t", 7) <= Instant::now());
+        let lease = String::from("a lease");
+        lease_good_until(key_of(&lease), until);
+        assert_eq!(retry_deadline(key_of(&lease)), until);
+        forget_lease(key_of(&lease));
+        assert!(retry_deadline(key_of(&lease)) <= Instant::now());
     }
 }

@@ -69,15 +69,14 @@ async fn a_restart_mid_turn_loses_and_doubles_nothing_and_followers_resume() {
     }
     // The server goes down for a second and comes back while the turn
     // goes on appending.
+    // The next append meets the server down; it comes back a second later.
+    cluster.shut_down().await.unwrap();
+    let outage = Instant::now();
     let restart = tokio::spawn(async move {
-        cluster.restart(Duration::from_secs(1)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        cluster.start_again().await.unwrap();
         cluster
     });
-    // The next append meets the server down (not merely before it went).
-    while replicas[0].list_threads().await.is_ok() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let outage = Instant::now();
     for seq in 21..=LAST {
         writer
             .append_events_leased(lease.as_ref(), "t1", &events("t1", seq..=seq))
@@ -131,14 +130,13 @@ async fn an_outage_longer_than_the_lease_fails_the_append_cleanly() {
         .append_events_leased(lease.as_ref(), "t2", &events("t2", 1..=1))
         .await
         .unwrap();
+    // Down for twice the lease's ttl.
+    cluster.shut_down().await.unwrap();
     let restart = tokio::spawn(async move {
-        cluster.restart(Duration::from_secs(4)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        cluster.start_again().await.unwrap();
         cluster
     });
-    // Wait until the server is really down before appending.
-    while writer.list_threads().await.is_ok() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let started = Instant::now();
     let error = writer
         .append_events_leased(lease.as_ref(), "t2", &events("t2", 2..=2))

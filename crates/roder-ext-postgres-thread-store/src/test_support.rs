@@ -219,6 +219,14 @@ impl TestCluster {
     /// with `57P01`, a checkpoint is written) and a start, waiting for its
     /// ready line. `down_for` is how long it stays down in between.
     pub async fn restart(&mut self, down_for: Duration) -> anyhow::Result<()> {
+        self.shut_down().await?;
+        tokio::time::sleep(down_for).await;
+        self.start_again().await
+    }
+
+    /// The first half of [`restart`](Self::restart): a fast shutdown
+    /// (`SIGINT`), returning once the server has exited.
+    pub async fn shut_down(&mut self) -> anyhow::Result<()> {
         if let Some(mut child) = self.child.take() {
             if let Ok(pid) = i32::try_from(child.id()) {
                 // SAFETY: signalling our own child, which we have not reaped.
@@ -231,7 +239,12 @@ impl TestCluster {
                 .context("the cluster stop task failed")?
                 .context("cannot wait for postgres to stop")?;
         }
-        tokio::time::sleep(down_for).await;
+        Ok(())
+    }
+
+    /// The second half of [`restart`](Self::restart): the server started
+    /// again on the same data and port, once it is ready.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
         let dir = self
             .dir()
             .context("the cluster's directory is gone")?
