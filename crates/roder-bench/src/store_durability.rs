@@ -75,8 +75,7 @@ async fn turn_of_steps(mode: SyncMode) -> anyhow::Result<Duration> {
     rounds.push(final_round("done"));
     let builder =
         coding_runtime::builder(ScriptedEngine::new(rounds), store.path(), workspace.path())?;
-    let runtime =
-        coding_runtime::runtime(builder, workspace.path(), RuntimeConfig::default())?;
+    let runtime = coding_runtime::runtime(builder, workspace.path(), RuntimeConfig::default())?;
     let thread_id = runtime.create_thread(None).await?.thread_id;
     let log = store.path().join(&thread_id).join("events.jsonl");
     let syncs_before = roder_ext_jsonl_thread_store::sync::syncs_of(&log);
@@ -183,16 +182,20 @@ async fn collect_checkpoints() -> anyhow::Result<(f64, usize)> {
         &store_dir,
         &repo,
     )?;
-    builder.workspace_checkpointer(Arc::new(roder_ext_runner_git_worktree::GitCheckpointer::new(
-        dir.path().join("worktrees"),
-    )));
+    builder.workspace_checkpointer(Arc::new(
+        roder_ext_runner_git_worktree::GitCheckpointer::new(dir.path().join("worktrees")),
+    ));
     let runtime = coding_runtime::runtime(builder, &repo, RuntimeConfig::default())?;
     let started = Instant::now();
     let removed = runtime.collect_checkpoints(thread_id, 0, false).await?;
     let seconds = started.elapsed().as_secs_f64();
     let left = git(
         &repo,
-        &["for-each-ref", "--format=%(refname)", "refs/roder/checkpoints/"],
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/roder/checkpoints/",
+        ],
         None,
     )?;
     anyhow::ensure!(

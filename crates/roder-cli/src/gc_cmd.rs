@@ -23,7 +23,11 @@ use crate::wiring;
 pub async fn run(settings: &Settings, args: &CollectArgs) -> anyhow::Result<ExitCode> {
     crate::config::store::require_jsonl(settings, "roder gc")?;
     let keep = args.keep_turns.unwrap_or(settings.checkpoint_keep_turns);
-    let verb = if args.dry_run { "would remove" } else { "removed" };
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
     let store = JsonlThreadStore {
         base_path: settings.threads_dir(),
     };
@@ -40,7 +44,10 @@ pub async fn run(settings: &Settings, args: &CollectArgs) -> anyhow::Result<Exit
             .collect_checkpoints(&thread.thread_id, keep, args.dry_run)
             .await
         {
-            Ok(done) => removed.extend(done.into_iter().map(|r| (Some(thread.thread_id.clone()), r))),
+            Ok(done) => removed.extend(
+                done.into_iter()
+                    .map(|r| (Some(thread.thread_id.clone()), r)),
+            ),
             Err(error) => {
                 failures += 1;
                 eprintln!(

@@ -101,7 +101,11 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     std::fs::create_dir_all(orphan.join("turn")).unwrap();
     std::fs::write(orphan.join("turn").join("file"), "12345").unwrap();
     assert_eq!(
-        (refs_of(&repo, &local), copies_in(&copies), refs_of(&repo, &others)),
+        (
+            refs_of(&repo, &local),
+            copies_in(&copies),
+            refs_of(&repo, &others)
+        ),
         (3, 2, 2)
     );
 
@@ -120,7 +124,11 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     );
     assert!(!dry.stdout.contains(&others), "{}", dry.stdout);
     assert_eq!(
-        (refs_of(&repo, &local), copies_in(&copies), refs_of(&repo, &others)),
+        (
+            refs_of(&repo, &local),
+            copies_in(&copies),
+            refs_of(&repo, &others)
+        ),
         (3, 2, 2),
         "a dry run removes nothing"
     );
@@ -129,14 +137,23 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     let collected = roder(&home, &repo, &["gc"]).await;
     assert_eq!(collected.code, Some(0), "{}", collected.stderr);
     assert_eq!(
-        (refs_of(&repo, &local), copies_in(&copies), refs_of(&repo, &others)),
+        (
+            refs_of(&repo, &local),
+            copies_in(&copies),
+            refs_of(&repo, &others)
+        ),
         (1, 1, 2),
         "{}",
         collected.stdout
     );
     assert!(!orphan.exists());
     // The kept checkpoint is the last turn's: rolling back that turn works.
-    let rolled_back = roder(&home, &repo, &["threads", "rollback", &local, "--turn", "2"]).await;
+    let rolled_back = roder(
+        &home,
+        &repo,
+        &["threads", "rollback", &local, "--turn", "2"],
+    )
+    .await;
     assert_eq!(rolled_back.code, Some(0), "{}", rolled_back.stderr);
     // A second collection finds nothing more.
     let again = roder(&home, &repo, &["gc", "--dry-run"]).await;
@@ -152,7 +169,11 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
         assert_eq!(deleted.code, Some(0), "{}", deleted.stderr);
     }
     assert_eq!(
-        (refs_of(&repo, &local), copies_in(&copies), refs_of(&repo, &others)),
+        (
+            refs_of(&repo, &local),
+            copies_in(&copies),
+            refs_of(&repo, &others)
+        ),
         (0, 0, 2)
     );
 }

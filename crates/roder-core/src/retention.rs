@@ -43,8 +43,12 @@ impl Runtime {
             })
             .collect();
         let past = checkpoints.len().saturating_sub(keep_turns);
-        self.remove_checkpoints(&metadata, checkpoints.get(..past).unwrap_or_default(), dry_run)
-            .await
+        self.remove_checkpoints(
+            &metadata,
+            checkpoints.get(..past).unwrap_or_default(),
+            dry_run,
+        )
+        .await
     }
 
     /// Removes `checkpoints` of the thread of `metadata`, grouped by the

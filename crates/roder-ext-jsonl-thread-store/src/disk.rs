@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 pub(crate) fn is_out_of_space(error: &io::Error) -> bool {
     matches!(
         error.kind(),
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::ReadOnlyFilesystem
+        io::ErrorKind::StorageFull
+            | io::ErrorKind::QuotaExceeded
+            | io::ErrorKind::ReadOnlyFilesystem
     )
 }
 
@@ -123,7 +125,10 @@ mod tests {
             "cannot append to",
         )
         .to_string();
-        assert!(error.contains("is full") && error.contains("bytes free"), "{error}");
+        assert!(
+            error.contains("is full") && error.contains("bytes free"),
+            "{error}"
+        );
         assert!(error.contains(&path.display().to_string()), "{error}");
         assert!(error.contains("the filesystem mounted at /"), "{error}");
         assert!(error.contains("free space there"), "{error}");

@@ -84,8 +84,11 @@ pub(crate) fn append(
             tail.last_seq.saturating_add(1),
         );
     }
-    let written = write_lines(&file, batch.lines, !tail.ends_with_newline)
-        .and_then(|bytes| sync.then(|| crate::sync::sync(&file, path, created)).transpose().map(|_| bytes));
+    let written = write_lines(&file, batch.lines, !tail.ends_with_newline).and_then(|bytes| {
+        sync.then(|| crate::sync::sync(&file, path, created))
+            .transpose()
+            .map(|_| bytes)
+    });
     match written {
         Ok(bytes) => {
             tail::remember(path, &metadata, metadata.len() + bytes, batch.last_seq);

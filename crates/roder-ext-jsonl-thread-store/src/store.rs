@@ -328,7 +328,11 @@ impl ThreadStoreFactory for JsonlThreadStoreFactory {
     /// this one `mkdir -p` blocks; it runs once, when a runtime starts.
     fn open(&self) -> anyhow::Result<Arc<dyn ThreadStore>> {
         std::fs::create_dir_all(&self.base_path).map_err(|error| {
-            crate::disk::explain(error, &self.base_path, "cannot create the thread store directory")
+            crate::disk::explain(
+                error,
+                &self.base_path,
+                "cannot create the thread store directory",
+            )
         })?;
         Ok(Arc::new(JsonlThreadStore {
             base_path: self.base_path.clone(),

@@ -545,12 +545,18 @@ mod sync_modes {
 
     #[test]
     fn unset_directories_use_turn_and_names_parse() {
-        assert_eq!(sync::mode(std::path::Path::new("/nowhere/set")), SyncMode::Turn);
+        assert_eq!(
+            sync::mode(std::path::Path::new("/nowhere/set")),
+            SyncMode::Turn
+        );
         for mode in [SyncMode::None, SyncMode::Turn, SyncMode::Always] {
             assert_eq!(mode.as_str().parse::<SyncMode>().unwrap(), mode);
         }
         let error = "sometimes".parse::<SyncMode>().unwrap_err().to_string();
-        assert!(error.contains("\"sometimes\"") && error.contains("\"turn\""), "{error}");
+        assert!(
+            error.contains("\"sometimes\"") && error.contains("\"turn\""),
+            "{error}"
+        );
     }
 }
 
@@ -591,7 +597,9 @@ mod full_disk {
 
     impl Drop for Tmpfs {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.path).status();
+            let _ = std::process::Command::new("umount")
+                .arg(&self.path)
+                .status();
         }
     }
 

@@ -130,7 +130,10 @@ mod tests {
             async { Err::<(), _>(sqlx::Error::PoolTimedOut) }
         })
         .await;
-        assert!(outcome.is_err() && retried && tries > 1 && tries < 10, "{tries}");
+        assert!(
+            outcome.is_err() && retried && tries > 1 && tries < 10,
+            "{tries}"
+        );
         assert!(Instant::now() <= deadline + Duration::from_millis(100));
         let mut tries = 0;
         let (outcome, retried) = retry_until(deadline, "test", || {

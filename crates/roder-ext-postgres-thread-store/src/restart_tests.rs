@@ -97,7 +97,11 @@ async fn a_restart_mid_turn_loses_and_doubles_nothing_and_followers_resume() {
         cluster.log()
     );
     let stored = seqs(&writer.load_events("t1", 0).await.unwrap());
-    assert_eq!(stored, (1..=LAST).collect::<Vec<_>>(), "nothing lost or doubled");
+    assert_eq!(
+        stored,
+        (1..=LAST).collect::<Vec<_>>(),
+        "nothing lost or doubled"
+    );
     for follower in followers {
         assert_eq!(follower.await.unwrap(), (1..=LAST).collect::<Vec<_>>());
     }

@@ -45,11 +45,7 @@ pub(crate) async fn remove_refs(
         return Ok(Vec::new());
     }
     let listed = Git::new(checkout)
-        .args([
-            "for-each-ref",
-            "--format=%(objectname) %(refname)",
-            PREFIX,
-        ])
+        .args(["for-each-ref", "--format=%(objectname) %(refname)", PREFIX])
         .text()
         .await?;
     let present: BTreeMap<&str, &str> = listed

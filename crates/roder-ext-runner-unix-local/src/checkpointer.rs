@@ -76,9 +76,8 @@ impl DirectoryCheckpointer {
                 }
                 let bytes = tree_bytes(&entry.path());
                 if !dry_run {
-                    std::fs::remove_dir_all(entry.path()).with_context(|| {
-                        format!("cannot remove `{}`", entry.path().display())
-                    })?;
+                    std::fs::remove_dir_all(entry.path())
+                        .with_context(|| format!("cannot remove `{}`", entry.path().display()))?;
                 }
                 removed.push(RemovedCheckpoint {
                     checkpointer: CHECKPOINTER_ID.to_string(),
@@ -306,8 +305,9 @@ impl WorkspaceCheckpointer for DirectoryCheckpointer {
                 }
                 let bytes = tree_bytes(&copy);
                 if !dry_run {
-                    std::fs::remove_dir_all(&copy)
-                        .with_context(|| format!("cannot remove checkpoint `{}`", copy.display()))?;
+                    std::fs::remove_dir_all(&copy).with_context(|| {
+                        format!("cannot remove checkpoint `{}`", copy.display())
+                    })?;
                     // The thread's directory goes with its last copy.
                     if let Some(parent) = copy.parent() {
                         let _ = std::fs::remove_dir(parent);

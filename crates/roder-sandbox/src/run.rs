@@ -180,9 +180,10 @@ pub async fn run(
     let git_watch = match &spec.confinement {
         Some(confinement) if confinement.guards_git() => {
             let roots = confinement.writable_roots();
-            let watch = tokio::task::spawn_blocking(move || crate::confine::git_guard::enter(&roots))
-                .await
-                .map_err(std::io::Error::other)?;
+            let watch =
+                tokio::task::spawn_blocking(move || crate::confine::git_guard::enter(&roots))
+                    .await
+                    .map_err(std::io::Error::other)?;
             (!watch.is_empty()).then_some(watch)
         }
         _ => None,
@@ -259,7 +260,10 @@ pub async fn run(
         None => Vec::new(),
     };
     for line in &git_restored {
-        sink(Stream::Stderr, format!("\n[roder sandbox] {line}\n").as_bytes());
+        sink(
+            Stream::Stderr,
+            format!("\n[roder sandbox] {line}\n").as_bytes(),
+        );
     }
     Ok(Finished {
         ending,

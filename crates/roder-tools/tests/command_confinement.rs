@@ -207,7 +207,11 @@ async fn the_default_policy_leaves_git_hooks_and_config_unchanged() {
         )
         .await;
         // The command itself succeeded (Landlock let it write) ...
-        assert!(planted.text.contains("planted"), "{backend:?}: {}", planted.text);
+        assert!(
+            planted.text.contains("planted"),
+            "{backend:?}: {}",
+            planted.text
+        );
         // ... and neither change survived it; the model is told.
         assert!(!h.exists(".git/hooks/post-checkout"), "{backend:?}");
         assert_eq!(h.read(".git/config"), config_before, "{backend:?}");

@@ -222,11 +222,18 @@ mod tests {
         ] {
             let entry = table(None, Some(name));
             assert_eq!(sync_from_entry(Some(&entry)).unwrap(), mode);
-            assert_eq!(StoreChoice::from_entry(Some(&entry)).unwrap(), StoreChoice::Jsonl);
+            assert_eq!(
+                StoreChoice::from_entry(Some(&entry)).unwrap(),
+                StoreChoice::Jsonl
+            );
             // What `config show` prints loads back to the same.
             let shown = show(&StoreChoice::Jsonl, mode);
             let file: crate::config::file::ConfigFile = toml::from_str(&shown).unwrap();
-            assert_eq!(sync_from_entry(file.store.as_ref()).unwrap(), mode, "{shown}");
+            assert_eq!(
+                sync_from_entry(file.store.as_ref()).unwrap(),
+                mode,
+                "{shown}"
+            );
         }
         assert_eq!(sync_from_entry(None).unwrap(), SyncMode::Turn);
         let error = sync_from_entry(Some(&table(None, Some("often"))))
@@ -236,6 +243,9 @@ mod tests {
         let error = sync_from_entry(Some(&table(Some("postgres://u:pw@db/x"), Some("none"))))
             .unwrap_err()
             .to_string();
-        assert!(error.contains("not supported") && !error.contains("pw@"), "{error}");
+        assert!(
+            error.contains("not supported") && !error.contains("pw@"),
+            "{error}"
+        );
     }
 }

@@ -389,56 +389,57 @@ fn snapshot(git_dir: &Path) -> Result<Snapshot, String> {
         }
         Ok(())
     };
-    let read = |budget: &mut dyn FnMut(&std::fs::Metadata) -> io::Result<()>| -> io::Result<Snapshot> {
-        let hooks = match std::fs::symlink_metadata(&hooks_dir) {
-            Ok(meta) => {
-                let mut entries = BTreeMap::new();
-                entries.insert(
-                    PathBuf::new(),
-                    Entry {
-                        stamp: Stamp::of(&meta),
-                        content: content(&hooks_dir, &meta)?,
-                    },
-                );
-                if meta.is_dir() {
-                    walk(&hooks_dir, Path::new(""), &mut |relative, meta| {
-                        if entries.len() >= MAX_ENTRIES {
-                            return Err(io::Error::other(format!(
-                                "its hooks directory has more than {MAX_ENTRIES} entries"
-                            )));
-                        }
-                        if meta.is_file() {
-                            budget(meta)?;
-                        }
-                        entries.insert(
-                            relative.to_path_buf(),
-                            Entry {
-                                stamp: Stamp::of(meta),
-                                content: content(&hooks_dir.join(relative), meta)?,
-                            },
-                        );
-                        Ok(())
-                    })?;
+    let read =
+        |budget: &mut dyn FnMut(&std::fs::Metadata) -> io::Result<()>| -> io::Result<Snapshot> {
+            let hooks = match std::fs::symlink_metadata(&hooks_dir) {
+                Ok(meta) => {
+                    let mut entries = BTreeMap::new();
+                    entries.insert(
+                        PathBuf::new(),
+                        Entry {
+                            stamp: Stamp::of(&meta),
+                            content: content(&hooks_dir, &meta)?,
+                        },
+                    );
+                    if meta.is_dir() {
+                        walk(&hooks_dir, Path::new(""), &mut |relative, meta| {
+                            if entries.len() >= MAX_ENTRIES {
+                                return Err(io::Error::other(format!(
+                                    "its hooks directory has more than {MAX_ENTRIES} entries"
+                                )));
+                            }
+                            if meta.is_file() {
+                                budget(meta)?;
+                            }
+                            entries.insert(
+                                relative.to_path_buf(),
+                                Entry {
+                                    stamp: Stamp::of(meta),
+                                    content: content(&hooks_dir.join(relative), meta)?,
+                                },
+                            );
+                            Ok(())
+                        })?;
+                    }
+                    Some(entries)
                 }
-                Some(entries)
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-            Err(error) => return Err(error),
+                Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+                Err(error) => return Err(error),
+            };
+            let config_path = git_dir.join("config");
+            let config = match std::fs::symlink_metadata(&config_path) {
+                Ok(meta) => {
+                    budget(&meta)?;
+                    Some(Entry {
+                        stamp: Stamp::of(&meta),
+                        content: content(&config_path, &meta)?,
+                    })
+                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+                Err(error) => return Err(error),
+            };
+            Ok(Snapshot { hooks, config })
         };
-        let config_path = git_dir.join("config");
-        let config = match std::fs::symlink_metadata(&config_path) {
-            Ok(meta) => {
-                budget(&meta)?;
-                Some(Entry {
-                    stamp: Stamp::of(&meta),
-                    content: content(&config_path, &meta)?,
-                })
-            }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-            Err(error) => return Err(error),
-        };
-        Ok(Snapshot { hooks, config })
-    };
     read(&mut budget).map_err(|error| error.to_string())
 }
 
@@ -466,7 +467,8 @@ fn restore(git_dir: &Path, baseline: &Snapshot, entered: (i64, i64)) -> Vec<Stri
                     .is_ok_and(|content| content != entry.content))
     };
     let mut reports = Vec::new();
-    let mut note = |what: &Path, result: io::Result<&str>| match result {
+    let mut note = |what: &Path, result: io::Result<&str>| {
+        match result {
         Ok(done) => reports.push(format!(
             "the command changed {}; the sandbox {done} (git hooks and config run outside the sandbox, so commands may not change them)",
             what.display()
@@ -475,6 +477,7 @@ fn restore(git_dir: &Path, baseline: &Snapshot, entered: (i64, i64)) -> Vec<Stri
             "the command changed {} and the sandbox could not restore it: {error}; inspect it before running git",
             what.display()
         )),
+    }
     };
     let config_path = git_dir.join("config");
     let config_same = match &baseline.config {
@@ -493,9 +496,9 @@ fn restore(git_dir: &Path, baseline: &Snapshot, entered: (i64, i64)) -> Vec<Stri
     let hooks_same = match (now_hooks, base_hooks) {
         (Some(now_entries), Some(base_entries)) => {
             now_entries.len() == base_entries.len()
-                && base_entries.iter().all(|(path, entry)| {
-                    same(&hooks_dir.join(path), entry, now_entries.get(path))
-                })
+                && base_entries
+                    .iter()
+                    .all(|(path, entry)| same(&hooks_dir.join(path), entry, now_entries.get(path)))
         }
         (None, None) => true,
         _ => false,
@@ -628,9 +631,7 @@ fn put_back(path: &Path, content: Option<&Content>) -> io::Result<&'static str> 
                     remove(path)?;
                     std::fs::create_dir(path)?;
                 }
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir(path)?
-                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => std::fs::create_dir(path)?,
                 Err(error) => return Err(error),
             }
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(*mode))?;
