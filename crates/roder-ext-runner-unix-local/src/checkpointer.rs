@@ -12,8 +12,8 @@
 //! ```
 //!
 //! A copy costs the root's size on filesystems without reflinks, so this
-//! suits the small workspaces unix-local is for; nothing here is removed
-//! automatically.
+//! suits the small workspaces unix-local is for; `roder gc` removes copies
+//! past the retention and of deleted threads.
 
 use std::path::{Path, PathBuf};
 
