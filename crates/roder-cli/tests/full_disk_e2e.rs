@@ -107,7 +107,6 @@ async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
         "head -c 8000000 /dev/zero > {} ; echo filled",
         filler.display()
     )));
-    server.push(ChatStream::text_reply("never reached"));
     let child = spawn_roder(&home, workspace.path(), &["exec", "fill the disk"]);
     let failed = tokio::time::timeout(Duration::from_secs(60), finish(child))
         .await
@@ -149,4 +148,54 @@ async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
     let log = std::fs::read_to_string(home.join("threads").join(&thread_id).join("events.jsonl"))
         .unwrap();
     assert!(log.contains("\"turn_completed\""), "{log}");
+}
+
+#[tokio::test]
+async fn a_read_only_store_is_a_clear_error_at_start_and_nothing_is_written() {
+    let Some(tmpfs) = Tmpfs::mount("1m") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    support::write_config(home.path(), &server, None);
+    // `$RODER_HOME/threads` is a read-only filesystem.
+    let threads = home.path().join("threads");
+    std::fs::create_dir(&threads).unwrap();
+    let remounted = std::process::Command::new("mount")
+        .args(["--bind"])
+        .arg(&tmpfs.path)
+        .arg(&threads)
+        .status()
+        .unwrap()
+        .success()
+        && std::process::Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(&threads)
+            .status()
+            .unwrap()
+            .success();
+    assert!(remounted, "bind-mounting the tmpfs read-only");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(threads.clone());
+    server.push(ChatStream::text_reply("never asked"));
+    let run = finish(spawn_roder(
+        home.path(),
+        workspace.path(),
+        &["exec", "hello"],
+    ))
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is read-only") && run.stderr.contains(&threads.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.remaining_replies(), 1, "no model request was made");
+    assert_eq!(std::fs::read_dir(&threads).unwrap().count(), 0);
 }

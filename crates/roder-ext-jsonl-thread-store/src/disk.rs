@@ -41,6 +41,31 @@ pub(crate) fn explain(error: io::Error, path: &Path, what: &str) -> anyhow::Erro
     )
 }
 
+/// Whether a thread can be written under `dir`: it is made if missing,
+/// and a file is created in it and removed. Blocking. What `roder exec`
+/// checks before it starts, so a read-only or full `RODER_HOME` is a clear
+/// error before anything is half done.
+pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
+    let what = "cannot write to the thread store directory";
+    std::fs::create_dir_all(dir).map_err(|error| explain(error, dir, what))?;
+    let probe = dir.join(format!(".write-check-{}", std::process::id()));
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe);
+    match created {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(error) => Err(explain(error, dir, what)),
+    }
+}
+
 /// The mount point holding `path`: the longest mount in
 /// `/proc/self/mounts` that is an ancestor of it.
 fn mount_point(path: &Path) -> Option<PathBuf> {

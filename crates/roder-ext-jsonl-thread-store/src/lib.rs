@@ -30,6 +30,7 @@ mod tail;
 use roder_api::thread_id;
 mod writer_lock;
 
+pub use disk::check_writable;
 pub use store::{JsonlThreadStore, JsonlThreadStoreFactory};
 pub use sync::SyncMode;
 pub use writer_lock::JsonlWriterLease;
