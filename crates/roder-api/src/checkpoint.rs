@@ -177,6 +177,42 @@ pub trait WorkspaceCheckpointer: Send + Sync + 'static {
     async fn discard(&self, _forked: &ForkedWorkspace) -> anyhow::Result<()> {
         Ok(())
     }
+
+    /// Removes checkpoints it took that nothing needs any more (past the
+    /// retention, or of a thread being deleted), or with `dry_run` only
+    /// says what it would remove. One already gone is not an error, so a
+    /// collection that stopped half way can run again.
+    async fn remove_checkpoints(
+        &self,
+        _workspace: &CheckpointWorkspace,
+        _checkpoints: &[WorkspaceCheckpoint],
+        _dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        anyhow::bail!(
+            "removing checkpoints is not supported by the \"{}\" checkpointer",
+            self.id()
+        )
+    }
+}
+
+/// One checkpoint a collection removed (or, in a dry run, would remove).
+///
+/// ```
+/// let removed = roder_api::checkpoint::RemovedCheckpoint {
+///     checkpointer: "git".into(),
+///     id: "refs/roder/checkpoints/t/u".into(),
+///     bytes: None,
+/// };
+/// assert_eq!(removed.bytes.unwrap_or(0), 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovedCheckpoint {
+    pub checkpointer: String,
+    /// What was removed: a git ref, a directory, an image.
+    pub id: String,
+    /// The bytes it frees, where the checkpointer can tell (a git ref's
+    /// objects are freed by git's own garbage collection, later).
+    pub bytes: Option<u64>,
 }
 
 /// The git ref a checkpoint of `turn_id` in thread `thread_id` is kept

@@ -161,7 +161,8 @@ async fn one_client(
 pub(crate) struct RpcClient {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
     next_id: u64,
-    /// Seqs of the `thread/event` notifications received, in order.
+    /// Seqs of the stored events' `thread/event` notifications received,
+    /// in order (streamed deltas left out).
     pub(crate) notified: Vec<u64>,
     pub(crate) latencies_ms: Vec<f64>,
 }
@@ -224,7 +225,16 @@ impl RpcClient {
                 let emitted = OffsetDateTime::parse(emitted, &Rfc3339)?;
                 self.latencies_ms
                     .push((received - emitted).as_seconds_f64() * 1000.0);
-                self.notified.push(params["seq"].as_u64().unwrap_or(0));
+                // Streamed deltas repeat the seq of the stored event
+                // before them by design: only stored events are compared
+                // with the log.
+                let transient = matches!(
+                    params["event"]["type"].as_str(),
+                    Some("message_delta" | "reasoning_delta")
+                );
+                if !transient {
+                    self.notified.push(params["seq"].as_u64().unwrap_or(0));
+                }
             }
             return Ok(message);
         }

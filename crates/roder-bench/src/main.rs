@@ -22,6 +22,7 @@ mod provision_worktree;
 mod replicas;
 mod roder_process;
 mod store;
+mod store_durability;
 mod threads;
 mod tool_loop;
 mod traces;

@@ -106,5 +106,5 @@ pub async fn run() -> anyhow::Result<()> {
         "ms",
         json!({ "events": EVENTS, "file_bytes": bytes, "raw_read_ms": median(&mut raw_reads) }),
     );
-    Ok(())
+    crate::store_durability::run().await
 }

@@ -49,6 +49,10 @@ pub enum Command {
         #[command(subcommand)]
         command: RunnersCommand,
     },
+    /// Remove what no live thread of this home needs: checkpoints past
+    /// `[checkpoints] keep_turns`, copies of deleted threads, containers
+    /// whose thread is gone. Never another home's.
+    Gc(CollectArgs),
     /// The sandbox policy and what enforces it here.
     Sandbox {
         #[command(subcommand)]
@@ -213,6 +217,17 @@ pub struct GcArgs {
     /// uses this Docker daemon.
     #[arg(long)]
     pub include_unlabelled: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// List what would be removed and the bytes it frees; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Keep the checkpoints of each thread's last N turns (default:
+    /// `[checkpoints] keep_turns`, else 10).
+    #[arg(long, value_name = "N")]
+    pub keep_turns: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]

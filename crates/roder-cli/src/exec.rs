@@ -55,6 +55,12 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
     if args.thread.is_none() {
         crate::preflight::model_key(settings, &settings.model.provider)?;
     }
+    // A read-only or full home is said now, before a thread is half made.
+    if settings.store == crate::config::store::StoreChoice::Jsonl {
+        let threads = settings.threads_dir();
+        tokio::task::spawn_blocking(move || roder_ext_jsonl_thread_store::check_writable(&threads))
+            .await??;
+    }
     let deadline = args.deadline;
     let mode = args.mode.unwrap_or(PolicyMode::Bypass);
     let wired = wiring::runtime(settings, &workspace, |config| {

@@ -10,6 +10,7 @@ mod config;
 mod doctor;
 mod exec;
 mod export_cmd;
+mod gc_cmd;
 mod home_id;
 mod mcp_server_cmd;
 mod mcp_tools;
@@ -184,6 +185,7 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Runners {
             command: RunnersCommand::List,
         } => runners_cmd::list(&settings).await,
+        Command::Gc(args) => gc_cmd::run(&settings, &args).await,
         Command::Sandbox {
             command: SandboxCommand::Status { json },
         } => sandbox_cmd::status(&settings, json),

@@ -68,6 +68,26 @@ impl EventBus {
         });
     }
 
+    /// Broadcasts an event of `thread_id` that the log could not take (a
+    /// full disk), so those waiting for it learn of it, with the seq it
+    /// would have had. Not persisted: the log gets its own account later
+    /// (the next writer closes a turn whose end is missing).
+    pub fn broadcast_unrecorded(
+        &self,
+        cursor: &LogCursor,
+        thread_id: &str,
+        turn_id: Option<&str>,
+        event: RoderEvent,
+    ) {
+        let _ = self.sender.send(EventEnvelope {
+            seq: cursor.next_seq,
+            timestamp: OffsetDateTime::now_utc(),
+            thread_id: thread_id.to_string(),
+            turn_id: turn_id.map(str::to_string),
+            event,
+        });
+    }
+
     /// Like [`emit`](Self::emit) for a caller that already holds the log lock.
     pub async fn emit_locked(
         &self,

@@ -32,6 +32,7 @@ mod memory_store;
 mod policy;
 mod reopen;
 pub mod requests;
+mod retention;
 mod rewind;
 mod rollback;
 mod routing;

@@ -101,6 +101,11 @@ impl Runtime {
             .into());
         }
         let metadata = self.thread_metadata(thread_id).await?;
+        // Its checkpoints go with it (first, while its worktree is still
+        // there): nothing can roll back to them now.
+        if let Err(error) = self.collect_checkpoints(thread_id, 0, false).await {
+            tracing::warn!("could not remove the checkpoints of thread {thread_id}: {error:#}");
+        }
         if let (Some(materializer), Some(binding)) =
             (&self.workdir_materializer, &metadata.runner_binding)
             && binding.destination.provider_id == materializer.provider_id()

@@ -46,13 +46,19 @@ pub(crate) struct Batch<'a> {
 /// refused instead of writing a `seq` twice. The lock is held for one write
 /// (the thread's writer lease is the long-lived guard) and released when the
 /// file is closed.
-pub(crate) fn append(path: &Path, thread_id: &str, batch: Batch<'_>) -> anyhow::Result<()> {
+pub(crate) fn append(
+    path: &Path,
+    thread_id: &str,
+    batch: Batch<'_>,
+    sync: bool,
+) -> anyhow::Result<()> {
+    let created = !path.exists();
     let file = OpenOptions::new()
         .read(true)
         .append(true)
         .create(true)
         .open(path)
-        .with_context(|| format!("cannot open `{}` for appending", path.display()))?;
+        .map_err(|error| crate::disk::explain(error, path, "cannot open for appending"))?;
     file.lock()
         .with_context(|| format!("cannot lock `{}` for appending", path.display()))?;
     let metadata = file
@@ -78,15 +84,31 @@ pub(crate) fn append(path: &Path, thread_id: &str, batch: Batch<'_>) -> anyhow::
             tail.last_seq.saturating_add(1),
         );
     }
-    let written = write_lines(&file, batch.lines, !tail.ends_with_newline);
+    let written = write_lines(&file, batch.lines, !tail.ends_with_newline).and_then(|bytes| {
+        sync.then(|| crate::sync::sync(&file, path, created))
+            .transpose()
+            .map(|_| bytes)
+    });
     match written {
         Ok(bytes) => {
             tail::remember(path, &metadata, metadata.len() + bytes, batch.last_seq);
             Ok(())
         }
         Err(error) => {
+            // A write cut short (a full disk) may have left part of the
+            // batch, even whole lines of it, which would count as written
+            // and make the retry of the same seqs a refusal. The log goes
+            // back to its length before this append: shrinking needs no
+            // space, so it ends at the last complete event again.
+            let restored = file.set_len(metadata.len());
             tail::forget(path);
-            Err(error).with_context(|| format!("cannot append to `{}`", path.display()))
+            let error = crate::disk::explain(error, path, "cannot append to");
+            match restored {
+                Ok(()) => Err(error),
+                Err(truncate) => Err(error.context(format!(
+                    "and the part written could not be removed ({truncate}): the log may end with a partial batch"
+                ))),
+            }
         }
     }
 }
@@ -208,6 +230,7 @@ mod tests {
                 last_seq: *seqs.end(),
                 lines: &lines,
             },
+            false,
         )
     }
 

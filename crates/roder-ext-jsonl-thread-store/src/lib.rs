@@ -19,14 +19,18 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod atomic_file;
+mod disk;
 mod event_log;
 mod page;
 mod seek;
 pub mod store;
+pub mod sync;
 mod tail;
 /// The id rule every store shares.
 use roder_api::thread_id;
 mod writer_lock;
 
+pub use disk::check_writable;
 pub use store::{JsonlThreadStore, JsonlThreadStoreFactory};
+pub use sync::SyncMode;
 pub use writer_lock::JsonlWriterLease;

@@ -79,7 +79,7 @@ impl JsonlThreadStore {
             let target = dir.join(METADATA_FILE);
             match placement {
                 Placement::CreateNew => std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("cannot create `{}`", dir.display()))?,
+                    .map_err(|error| crate::disk::explain(error, &dir, "cannot create"))?,
                 Placement::Replace => {
                     if !target.try_exists()? {
                         bail!(
@@ -93,7 +93,8 @@ impl JsonlThreadStore {
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
                     bail!("thread \"{thread}\" already exists")
                 }
-                other => other.with_context(|| format!("cannot write `{}`", target.display())),
+                Err(error) => Err(crate::disk::explain(error, &target, "cannot write")),
+                Ok(()) => Ok(()),
             }
         })
         .await
@@ -218,18 +219,19 @@ impl ThreadStore for JsonlThreadStore {
             );
         }
         let (first_seq, last_seq) = (first.seq, last.seq);
+        let sync = crate::sync::mode(&self.base_path).must_sync(events);
         let lines = event_log::encode(events)
             .with_context(|| format!("cannot serialise events of thread \"{thread_id}\""))?;
         let thread = thread_id.to_string();
         blocking(move || {
             std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+                .map_err(|error| crate::disk::explain(error, &dir, "cannot create"))?;
             let batch = Batch {
                 first_seq,
                 last_seq,
                 lines: &lines,
             };
-            event_log::append(&dir.join(EVENTS_FILE), &thread, batch)
+            event_log::append(&dir.join(EVENTS_FILE), &thread, batch, sync)
         })
         .await
     }
@@ -325,10 +327,11 @@ impl ThreadStoreFactory for JsonlThreadStoreFactory {
     /// Creates `base_path` if missing. The trait's `open` is synchronous, so
     /// this one `mkdir -p` blocks; it runs once, when a runtime starts.
     fn open(&self) -> anyhow::Result<Arc<dyn ThreadStore>> {
-        std::fs::create_dir_all(&self.base_path).with_context(|| {
-            format!(
-                "cannot create thread store directory `{}`",
-                self.base_path.display()
+        std::fs::create_dir_all(&self.base_path).map_err(|error| {
+            crate::disk::explain(
+                error,
+                &self.base_path,
+                "cannot create the thread store directory",
             )
         })?;
         Ok(Arc::new(JsonlThreadStore {

@@ -486,3 +486,178 @@ async fn a_re_created_thread_numbers_from_one_again() {
         events("t1", 1..=1)
     );
 }
+
+mod sync_modes {
+    use super::*;
+    use crate::sync::{self, SyncMode};
+    use roder_api::events::ToolCallStarted;
+
+    fn tool_call_started(thread_id: &str, seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            timestamp: OffsetDateTime::UNIX_EPOCH,
+            thread_id: thread_id.to_string(),
+            turn_id: Some("u".to_string()),
+            event: RoderEvent::ToolCallStarted(ToolCallStarted {
+                thread_id: thread_id.to_string(),
+                turn_id: "u".to_string(),
+                call_id: format!("call-{seq}"),
+                tool_name: "exec_command".to_string(),
+                approved_by: None,
+            }),
+        }
+    }
+
+    /// Appends a thread's created event, a tool call about to run, and a
+    /// turn's end; returns the syncs each append made.
+    async fn syncs_per_append(mode: SyncMode) -> Vec<u64> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        sync::set_mode(&store.base_path, mode);
+        let log = store.base_path.join("t").join(EVENTS_FILE);
+        let mut counts = Vec::new();
+        for envelope in [
+            event("t", 1),
+            tool_call_started("t", 2),
+            event("t", 3), // TurnInterrupted: a turn's end
+        ] {
+            let before = sync::syncs_of(&log);
+            store.append_events("t", &[envelope]).await.unwrap();
+            counts.push(sync::syncs_of(&log) - before);
+        }
+        let seqs: Vec<u64> = store
+            .load_events("t", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3], "{mode:?}");
+        counts
+    }
+
+    #[tokio::test]
+    async fn each_mode_syncs_the_appends_it_names() {
+        assert_eq!(syncs_per_append(SyncMode::None).await, vec![0, 0, 0]);
+        assert_eq!(syncs_per_append(SyncMode::Turn).await, vec![0, 1, 1]);
+        assert_eq!(syncs_per_append(SyncMode::Always).await, vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn unset_directories_use_turn_and_names_parse() {
+        assert_eq!(
+            sync::mode(std::path::Path::new("/nowhere/set")),
+            SyncMode::Turn
+        );
+        for mode in [SyncMode::None, SyncMode::Turn, SyncMode::Always] {
+            assert_eq!(mode.as_str().parse::<SyncMode>().unwrap(), mode);
+        }
+        let error = "sometimes".parse::<SyncMode>().unwrap_err().to_string();
+        assert!(
+            error.contains("\"sometimes\"") && error.contains("\"turn\""),
+            "{error}"
+        );
+    }
+}
+
+mod full_disk {
+    use super::*;
+
+    /// A small tmpfs of its own, unmounted on drop. `None` (with a note)
+    /// where mounting is refused; never under `CI=true`, where the tests
+    /// run as root and a refusal is a failure.
+    struct Tmpfs {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+    }
+
+    impl Tmpfs {
+        fn mount(size: &str) -> Option<Self> {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("mnt");
+            std::fs::create_dir(&path).unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(&path)
+                .output();
+            match mounted {
+                Ok(output) if output.status.success() => Some(Self { _dir: dir, path }),
+                other => {
+                    let why = format!("{other:?}");
+                    assert!(
+                        std::env::var("CI").as_deref() != Ok("true"),
+                        "mounting a tmpfs was refused under CI=true (the tests run as root there): {why}"
+                    );
+                    println!("skipping: cannot mount a tmpfs here (needs root): {why}");
+                    None
+                }
+            }
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(&self.path)
+                .status();
+        }
+    }
+
+    /// Fills `dir`'s filesystem with a file, then frees `leave` bytes of
+    /// it: a write larger than that is cut short part way.
+    fn fill(dir: &std::path::Path, leave: u64) -> std::path::PathBuf {
+        use std::io::Write as _;
+        let filler = dir.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![1_u8; 4096];
+        while file.write_all(&block).is_ok() {}
+        let len = file.metadata().unwrap().len();
+        file.set_len(len.saturating_sub(leave)).unwrap();
+        filler
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_fails_the_append_whole_and_the_log_continues_after() {
+        let Some(tmpfs) = Tmpfs::mount("1m") else {
+            return;
+        };
+        let store = JsonlThreadStore::new(tmpfs.path.join("threads"));
+        store.append_events("t", &events("t", 1..=3)).await.unwrap();
+        let before = std::fs::read(store.base_path.join("t").join(EVENTS_FILE)).unwrap();
+        let filler = fill(&tmpfs.path, 8192);
+        // A batch larger than the space left: the write is cut short after
+        // some whole lines.
+        let mut big = events("t", 4..=40);
+        for envelope in &mut big {
+            envelope.turn_id = Some("x".repeat(2000));
+        }
+        let error = format!("{:#}", store.append_events("t", &big).await.unwrap_err());
+        assert!(
+            error.contains("is full")
+                && error.contains(&tmpfs.path.display().to_string())
+                && error.contains(EVENTS_FILE),
+            "{error}"
+        );
+        // Nothing of the batch stayed: the log is as it was, and readable.
+        let log = store.base_path.join("t").join(EVENTS_FILE);
+        let after = std::fs::read(&log).unwrap();
+        assert!(
+            after == before,
+            "the log changed: {} bytes, was {}",
+            after.len(),
+            before.len()
+        );
+        assert_eq!(store.load_events("t", 0).await.unwrap().len(), 3);
+        // Space freed: the same seqs go in.
+        std::fs::remove_file(filler).unwrap();
+        store.append_events("t", &big).await.unwrap();
+        let seqs: Vec<u64> = store
+            .load_events("t", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (1..=40).collect::<Vec<_>>());
+    }
+}

@@ -55,16 +55,34 @@ pub(crate) async fn append(
     // checks the fence and the seq, inserts, moves the end and notifies
     // (delivered at commit, to every replica listening: see `follow.rs`).
     let generation = lease.map(|lease| i64::try_from(lease.generation()).unwrap_or(i64::MAX));
-    let appended = sqlx::query("SELECT roder_append($1, $2, $3, $4, $5)")
-        .bind(thread_id)
-        .bind(generation)
-        .bind(&seqs)
-        .bind(&bodies)
-        .bind(CHANNEL)
-        .execute(&store.pool)
-        .await;
+    // A leased append rides out a database restart until its lease would
+    // expire (`outage.rs`); an unleased one is tried once.
+    let deadline = match lease {
+        Some(lease) => crate::outage::retry_deadline(crate::outage::key_of(lease)),
+        None => std::time::Instant::now(),
+    };
+    let (appended, retried) = crate::outage::retry_until(deadline, "appending events", || {
+        sqlx::query("SELECT roder_append($1, $2, $3, $4, $5)")
+            .bind(thread_id)
+            .bind(generation)
+            .bind(&seqs)
+            .bind(&bodies)
+            .bind(CHANNEL)
+            .execute(&store.pool)
+    })
+    .await;
     match appended {
         Ok(_) => Ok(()),
+        // A try cut off by the restart may have committed before the
+        // connection went: then the log already holds this very batch, and
+        // the retry's refusal ("the log ends at seq N") is its success.
+        Err(sqlx::Error::Database(error))
+            if retried
+                && error.code().as_deref() == Some("RD005")
+                && already_written(store, thread_id, &seqs, &bodies).await =>
+        {
+            Ok(())
+        }
         Err(sqlx::Error::Database(error)) => {
             let code = error.code().map(|code| code.into_owned());
             let detail = error
@@ -85,6 +103,31 @@ pub(crate) async fn append(
                 .context(format!("cannot append to thread \"{thread_id}\"")))
         }
     }
+}
+
+/// Whether the log holds exactly `bodies` at `seqs` (a batch whose commit
+/// was not acknowledged before the connection was lost).
+async fn already_written(
+    store: &PostgresThreadStore,
+    thread_id: &str,
+    seqs: &[i64],
+    bodies: &[String],
+) -> bool {
+    let (Some(first), Some(last)) = (seqs.first(), seqs.last()) else {
+        return false;
+    };
+    let stored: Result<Vec<(String,)>, _> = sqlx::query_as(
+        "SELECT envelope::text FROM roder_events
+         WHERE thread_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq",
+    )
+    .bind(thread_id)
+    .bind(first)
+    .bind(last)
+    .fetch_all(&store.pool)
+    .await;
+    stored.is_ok_and(|rows| {
+        rows.len() == bodies.len() && rows.iter().zip(bodies).all(|((row,), body)| row == body)
+    })
 }
 
 /// Every envelope names the thread, and seqs are consecutive.

@@ -58,6 +58,7 @@ pub(crate) async fn acquire(
     thread_id::validate(thread_id)?;
     let holder = serde_json::to_string(&request.owner).context("cannot serialise the writer")?;
     for _ in 0..RACE_RETRIES {
+        let asked = std::time::Instant::now();
         let granted: Option<(i64, i64)> = sqlx::query_as(
             "UPDATE roder_threads SET
                  lease_generation = nextval('roder_lease_generation'),
@@ -75,16 +76,19 @@ pub(crate) async fn acquire(
         .await
         .with_context(|| format!("cannot take the writer lease of thread \"{thread_id}\""))?;
         if let Some((generation, last_seq)) = granted {
-            return Ok(WriterLeaseOutcome::Acquired(Arc::new(
-                PostgresWriterLease {
-                    thread_id: thread_id.to_string(),
-                    generation: to_u64(generation),
-                    last_seq_at_grant: to_u64(last_seq),
-                    ttl: request.ttl,
-                    pool: store.pool.clone(),
-                    released: AtomicBool::new(false),
-                },
-            )));
+            let lease = Arc::new(PostgresWriterLease {
+                thread_id: thread_id.to_string(),
+                generation: to_u64(generation),
+                last_seq_at_grant: to_u64(last_seq),
+                ttl: request.ttl,
+                pool: store.pool.clone(),
+                released: AtomicBool::new(false),
+            });
+            crate::outage::lease_good_until(
+                crate::outage::key_of(lease.as_ref()),
+                asked + request.ttl,
+            );
+            return Ok(WriterLeaseOutcome::Acquired(lease));
         }
         let held: Option<(bool, Option<String>)> = sqlx::query_as(
             "SELECT (lease_owner_id IS NOT NULL AND lease_expires_at > now()) AS lease_live,
@@ -158,16 +162,23 @@ impl WriterLease for PostgresWriterLease {
             );
         }
         let generation = i64::try_from(self.generation).unwrap_or(i64::MAX);
-        let renewed = sqlx::query(
-            "UPDATE roder_threads SET lease_expires_at = now() + $3 * interval '1 millisecond'
-             WHERE thread_id = $1 AND lease_generation = $2 AND lease_owner_id IS NOT NULL",
-        )
-        .bind(&self.thread_id)
-        .bind(generation)
-        .bind(ttl_ms(self.ttl))
-        .execute(&self.pool)
-        .await
-        .with_context(|| {
+        // Through a database restart: tried again until the lease would
+        // expire anyway (`outage.rs`).
+        let deadline = crate::outage::retry_deadline(crate::outage::key_of(self));
+        let mut asked = std::time::Instant::now();
+        let (renewed, _) = crate::outage::retry_until(deadline, "renewing a writer lease", || {
+            asked = std::time::Instant::now();
+            sqlx::query(
+                "UPDATE roder_threads SET lease_expires_at = now() + $3 * interval '1 millisecond'
+                 WHERE thread_id = $1 AND lease_generation = $2 AND lease_owner_id IS NOT NULL",
+            )
+            .bind(&self.thread_id)
+            .bind(generation)
+            .bind(ttl_ms(self.ttl))
+            .execute(&self.pool)
+        })
+        .await;
+        let renewed = renewed.with_context(|| {
             format!(
                 "cannot renew the writer lease of thread \"{}\"",
                 self.thread_id
@@ -180,6 +191,7 @@ impl WriterLease for PostgresWriterLease {
                 self.generation
             );
         }
+        crate::outage::lease_good_until(crate::outage::key_of(self), asked + self.ttl);
         Ok(())
     }
 
@@ -189,6 +201,7 @@ impl WriterLease for PostgresWriterLease {
         if self.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        crate::outage::forget_lease(crate::outage::key_of(self));
         release_row(&self.pool, &self.thread_id, self.generation).await
     }
 }
@@ -214,6 +227,7 @@ impl Drop for PostgresWriterLease {
         if self.released.swap(true, Ordering::SeqCst) {
             return;
         }
+        crate::outage::forget_lease(crate::outage::key_of(self));
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };

@@ -28,6 +28,7 @@
 mod append;
 pub mod follow;
 mod lease;
+mod outage;
 mod page;
 pub mod schema;
 pub mod store;
@@ -46,6 +47,8 @@ mod follow_tests;
 mod lease_tests;
 #[cfg(test)]
 mod partition_tests;
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod store_tests;
 #[cfg(test)]

@@ -214,6 +214,57 @@ impl TestCluster {
         }
     }
 
+    /// Restarts the server on the same data and port, as an operator's
+    /// restart does: a fast shutdown (`SIGINT`: every session is ended
+    /// with `57P01`, a checkpoint is written) and a start, waiting for its
+    /// ready line. `down_for` is how long it stays down in between.
+    pub async fn restart(&mut self, down_for: Duration) -> anyhow::Result<()> {
+        self.shut_down().await?;
+        tokio::time::sleep(down_for).await;
+        self.start_again().await
+    }
+
+    /// The first half of [`restart`](Self::restart): a fast shutdown
+    /// (`SIGINT`), returning once the server has exited.
+    pub async fn shut_down(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                // SAFETY: signalling our own child, which we have not reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGINT);
+                }
+            }
+            tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .context("the cluster stop task failed")?
+                .context("cannot wait for postgres to stop")?;
+        }
+        Ok(())
+    }
+
+    /// The second half of [`restart`](Self::restart): the server started
+    /// again on the same data and port, once it is ready.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        let dir = self
+            .dir()
+            .context("the cluster's directory is gone")?
+            .to_path_buf();
+        let port = self.port;
+        let (child, log) = tokio::task::spawn_blocking(move || {
+            let bin = find_bin().context("PostgreSQL is not installed")?;
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let as_postgres = (unsafe { libc::geteuid() } == 0)
+                .then(postgres_user)
+                .transpose()?;
+            spawn_postgres(&bin, &dir.join("data"), &dir, port, as_postgres)
+        })
+        .await
+        .context("the cluster start-up task failed")??;
+        self.child = Some(child);
+        self.log = log;
+        Ok(())
+    }
+
     /// The cluster's directory (data in `data/`).
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_ref().map(tempfile::TempDir::path)

@@ -13,8 +13,10 @@
 //!   checkpoint image as its `image`: its first tool call creates a new
 //!   container from it. The source's container is not touched.
 //!
-//! Checkpoint images are `roder-snapshot:<container12>-<suffix>` and are
-//! never removed automatically.
+//! Checkpoint images are `roder-snapshot:<container12>-<suffix>`; `roder gc`
+//! removes those past the retention and a deleted thread's
+//! (`remove_checkpoints`), never the destination's own image, and keeps
+//! one a container still uses.
 //!
 //! [`snapshot`]: roder_api::remote_runner::RemoteRunnerSession::snapshot
 
@@ -23,8 +25,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use roder_api::checkpoint::{
-    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, WorkspaceCheckpoint,
-    WorkspaceCheckpointer,
+    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, RemovedCheckpoint,
+    WorkspaceCheckpoint, WorkspaceCheckpointer,
 };
 use roder_api::remote_runner::{RemoteRunnerProvider, RunnerSessionState, ThreadRunnerBinding};
 use serde_json::{Value, json};
@@ -217,6 +219,15 @@ impl WorkspaceCheckpointer for DockerCheckpointer {
             .with_context(|| format!("cannot restore checkpoint {image}"))
     }
 
+    async fn remove_checkpoints(
+        &self,
+        _workspace: &CheckpointWorkspace,
+        checkpoints: &[WorkspaceCheckpoint],
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        self.remove_images(checkpoints, dry_run).await
+    }
+
     async fn fork(
         &self,
         workspace: &CheckpointWorkspace,
@@ -241,6 +252,72 @@ impl WorkspaceCheckpointer for DockerCheckpointer {
             workspace: bound.binding.workspace.clone(),
             read_roots: bound.binding.read_roots.clone(),
         })
+    }
+}
+
+impl DockerCheckpointer {
+    /// Removes (or with `dry_run` lists) the images of `checkpoints` that
+    /// are commits (a checkpoint that is the destination's image is never
+    /// removed). An image already gone is skipped; one a container still
+    /// uses (a fork's) is kept with a warning.
+    async fn remove_images(
+        &self,
+        checkpoints: &[WorkspaceCheckpoint],
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        let commits: Vec<&WorkspaceCheckpoint> = checkpoints
+            .iter()
+            .filter(|checkpoint| {
+                checkpoint.checkpointer == CHECKPOINTER_ID
+                    && checkpoint.metadata.get("kind").and_then(Value::as_str) == Some(KIND_COMMIT)
+            })
+            .collect();
+        if commits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docker = self.provider.docker().await?;
+        let mut removed = Vec::new();
+        for checkpoint in commits {
+            let image = checkpoint_image(checkpoint)?;
+            let bytes = match docker.inspect_image(image).await {
+                Ok(inspect) => inspect.size.and_then(|size| u64::try_from(size).ok()),
+                Err(error) if is_not_found(&error) => continue,
+                Err(error) => bail!(
+                    "cannot inspect checkpoint image {image}: {}",
+                    crate::client::message_of(&error)
+                ),
+            };
+            if !dry_run {
+                match docker
+                    .remove_image(
+                        image,
+                        None::<bollard::query_parameters::RemoveImageOptions>,
+                        None,
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(error) if is_not_found(&error) => continue,
+                    Err(error) if crate::client::status_of(&error) == Some(409) => {
+                        tracing::warn!(
+                            "checkpoint image {image} kept: {}",
+                            crate::client::message_of(&error)
+                        );
+                        continue;
+                    }
+                    Err(error) => bail!(
+                        "cannot remove checkpoint image {image}: {}",
+                        crate::client::message_of(&error)
+                    ),
+                }
+            }
+            removed.push(RemovedCheckpoint {
+                checkpointer: CHECKPOINTER_ID.to_string(),
+                id: image.to_string(),
+                bytes,
+            });
+        }
+        Ok(removed)
     }
 }
 

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use roder_api::checkpoint::{
-    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, WorkspaceCheckpoint,
-    WorkspaceCheckpointer, checkpoint_ref,
+    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, RemovedCheckpoint,
+    WorkspaceCheckpoint, WorkspaceCheckpointer, checkpoint_ref,
 };
 use roder_api::sandbox_policy::SANDBOX_CONFIG_KEY;
 use roder_api::workdir::WorkdirRequest;
@@ -261,5 +261,44 @@ impl WorkspaceCheckpointer for GitCheckpointer {
             Some(id) => lifecycle::rollback(&self.layout, id).await,
             None => Ok(()),
         }
+    }
+
+    /// Deletes the checkpoints' refs in the checkout each was taken in (as
+    /// recorded in it, so a deleted thread's worktree need not be active);
+    /// checkpoints without one use the workspace's checkout. A checkout
+    /// that is gone has nothing left to remove.
+    async fn remove_checkpoints(
+        &self,
+        workspace: &CheckpointWorkspace,
+        checkpoints: &[WorkspaceCheckpoint],
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        let mut by_checkout: std::collections::BTreeMap<PathBuf, Vec<&WorkspaceCheckpoint>> =
+            Default::default();
+        let mut fallback = None;
+        for checkpoint in checkpoints {
+            snapshot_of(checkpoint)?;
+            let checkout = match crate::retention::checkout_of(checkpoint) {
+                Some(checkout) => checkout,
+                None => {
+                    if fallback.is_none() {
+                        fallback = Some(self.locate(workspace).await?.map(|l| l.checkout));
+                    }
+                    match fallback.clone().flatten() {
+                        Some(checkout) => checkout,
+                        None => continue,
+                    }
+                }
+            };
+            by_checkout.entry(checkout).or_default().push(checkpoint);
+        }
+        let mut removed = Vec::new();
+        for (checkout, group) in by_checkout {
+            if !tokio::fs::try_exists(&checkout).await.unwrap_or(false) {
+                continue;
+            }
+            removed.extend(crate::retention::remove_refs(&checkout, &group, dry_run).await?);
+        }
+        Ok(removed)
     }
 }

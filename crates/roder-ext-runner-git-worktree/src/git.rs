@@ -34,6 +34,8 @@ pub(crate) struct Git {
     dir: PathBuf,
     args: Vec<OsString>,
     env: Vec<(&'static str, OsString)>,
+    /// What the command reads on stdin (`/dev/null` when `None`).
+    input: Option<Vec<u8>>,
 }
 
 /// What a finished git command produced.
@@ -51,7 +53,14 @@ impl Git {
             dir: dir.into(),
             args: Vec::new(),
             env: Vec::new(),
+            input: None,
         }
+    }
+
+    /// Gives the command `bytes` on stdin (`git update-ref --stdin`).
+    pub(crate) fn input(mut self, bytes: Vec<u8>) -> Self {
+        self.input = Some(bytes);
+        self
     }
 
     pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
@@ -89,14 +98,29 @@ impl Git {
             .env("LANG", "C")
             .env_remove("LANGUAGE")
             .envs(self.env.iter().map(|(key, value)| (key, value)))
-            .stdin(Stdio::null())
+            .stdin(if self.input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let output = command
-            .output()
-            .await
+        let mut child = command
+            .spawn()
             .with_context(|| format!("cannot run `{}` (is git installed and on PATH?)", self))?;
+        let feed = async {
+            if let (Some(bytes), Some(mut stdin)) = (&self.input, child.stdin.take()) {
+                use tokio::io::AsyncWriteExt as _;
+                // A git that exits early closes the pipe: its status says why.
+                let _ = stdin.write_all(bytes).await;
+            }
+        };
+        feed.await;
+        let output = child
+            .wait_with_output()
+            .await
+            .with_context(|| format!("cannot run `{}`", self))?;
         Ok(GitOutput {
             success: output.status.success(),
             stdout: output.stdout,

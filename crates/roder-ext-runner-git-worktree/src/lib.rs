@@ -45,6 +45,7 @@ mod paths;
 mod provider;
 mod record;
 mod removal;
+mod retention;
 mod session;
 mod snapshot;
 mod source;

@@ -12,15 +12,15 @@
 //! ```
 //!
 //! A copy costs the root's size on filesystems without reflinks, so this
-//! suits the small workspaces unix-local is for; nothing here is removed
-//! automatically.
+//! suits the small workspaces unix-local is for; `roder gc` removes copies
+//! past the retention and of deleted threads.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use roder_api::checkpoint::{
-    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, WorkspaceCheckpoint,
-    WorkspaceCheckpointer,
+    CheckpointRequest, CheckpointWorkspace, ForkedWorkspace, RemovedCheckpoint,
+    WorkspaceCheckpoint, WorkspaceCheckpointer,
 };
 use roder_api::runner_workspace::WORKSPACE_CONFIG_KEY;
 use serde_json::Value;
@@ -45,6 +45,50 @@ impl DirectoryCheckpointer {
         Self {
             dir: std::path::absolute(&dir).unwrap_or(dir),
         }
+    }
+
+    /// Removes (or with `dry_run` lists) the copies of threads not in
+    /// `live`: `<dir>/<thread_id>/` of a thread deleted without its
+    /// checkpoints. The directory is this home's, so nothing there belongs
+    /// to another home. Forks are the roots of live threads: kept.
+    pub async fn remove_orphans(
+        &self,
+        live: &std::collections::HashSet<String>,
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        let dir = self.dir.clone();
+        let live = live.clone();
+        tokio::task::spawn_blocking(move || {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Vec::new());
+                }
+                Err(error) => {
+                    return Err(error).with_context(|| format!("cannot list `{}`", dir.display()));
+                }
+            };
+            let mut removed = Vec::new();
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name == FORKS || live.contains(&name) || !entry.path().is_dir() {
+                    continue;
+                }
+                let bytes = tree_bytes(&entry.path());
+                if !dry_run {
+                    std::fs::remove_dir_all(entry.path())
+                        .with_context(|| format!("cannot remove `{}`", entry.path().display()))?;
+                }
+                removed.push(RemovedCheckpoint {
+                    checkpointer: CHECKPOINTER_ID.to_string(),
+                    id: entry.path().display().to_string(),
+                    bytes: Some(bytes),
+                });
+            }
+            Ok(removed)
+        })
+        .await
+        .context("checkpoint removal task failed")?
     }
 
     fn config(workspace: &CheckpointWorkspace) -> anyhow::Result<UnixLocalConfig> {
@@ -240,6 +284,65 @@ impl WorkspaceCheckpointer for DirectoryCheckpointer {
         }
         Ok(())
     }
+
+    /// Removes the copies (each checked to lie under this checkpointer's
+    /// directory); their bytes are what the copies held.
+    async fn remove_checkpoints(
+        &self,
+        _workspace: &CheckpointWorkspace,
+        checkpoints: &[WorkspaceCheckpoint],
+        dry_run: bool,
+    ) -> anyhow::Result<Vec<RemovedCheckpoint>> {
+        let copies = checkpoints
+            .iter()
+            .map(|checkpoint| self.copy_of(checkpoint))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        tokio::task::spawn_blocking(move || {
+            let mut removed = Vec::new();
+            for copy in copies {
+                if std::fs::symlink_metadata(&copy).is_err() {
+                    continue;
+                }
+                let bytes = tree_bytes(&copy);
+                if !dry_run {
+                    std::fs::remove_dir_all(&copy).with_context(|| {
+                        format!("cannot remove checkpoint `{}`", copy.display())
+                    })?;
+                    // The thread's directory goes with its last copy.
+                    if let Some(parent) = copy.parent() {
+                        let _ = std::fs::remove_dir(parent);
+                    }
+                }
+                removed.push(RemovedCheckpoint {
+                    checkpointer: CHECKPOINTER_ID.to_string(),
+                    id: copy.display().to_string(),
+                    bytes: Some(bytes),
+                });
+            }
+            Ok(removed)
+        })
+        .await
+        .context("checkpoint removal task failed")?
+    }
+}
+
+/// The bytes of the files under `dir` (symlinks not followed), as far as
+/// they can be read.
+pub fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let meta = std::fs::symlink_metadata(entry.path()).ok()?;
+            Some(if meta.is_dir() {
+                tree_bytes(&entry.path())
+            } else {
+                meta.len()
+            })
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub enum Ending {
 }
 
 /// The end of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     pub ending: Ending,
     /// Every pipe reached end-of-file. `false` when something the command
@@ -84,6 +84,11 @@ pub struct Finished {
     /// output written after that is not in the result.
     pub output_complete: bool,
     pub wall: Duration,
+    /// Git metadata the command changed and the sandbox put back (under
+    /// Landlock, which cannot make `.git/hooks` and `.git/config` read-only
+    /// inside a writable workspace), one line each. The same lines end the
+    /// command's output (as stderr), so the model reads them.
+    pub git_restored: Vec<String>,
 }
 
 /// One output pipe being read.
@@ -170,6 +175,19 @@ pub async fn run(
             ]
         }
     };
+    // Git hooks and config are compared before and after the command where
+    // the mechanism cannot make them read-only.
+    let git_watch = match &spec.confinement {
+        Some(confinement) if confinement.guards_git() => {
+            let roots = confinement.writable_roots();
+            let watch =
+                tokio::task::spawn_blocking(move || crate::confine::git_guard::enter(&roots))
+                    .await
+                    .map_err(std::io::Error::other)?;
+            (!watch.is_empty()).then_some(watch)
+        }
+        _ => None,
+    };
     // Spawning drops the command, and with it our copies of the write ends.
     let (stdout, stderr) = stdio;
     let mut child = match &spec.confinement {
@@ -235,9 +253,22 @@ pub async fn run(
         }
     }
     let output_complete = first.pipe.is_none() && second.pipe.is_none();
+    let git_restored = match git_watch {
+        Some(watch) => tokio::task::spawn_blocking(move || watch.finish())
+            .await
+            .map_err(std::io::Error::other)?,
+        None => Vec::new(),
+    };
+    for line in &git_restored {
+        sink(
+            Stream::Stderr,
+            format!("\n[roder sandbox] {line}\n").as_bytes(),
+        );
+    }
     Ok(Finished {
         ending,
         output_complete,
         wall: started.elapsed(),
+        git_restored,
     })
 }

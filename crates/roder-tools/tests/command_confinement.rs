@@ -188,6 +188,63 @@ async fn bubblewrap_confines_writes_and_keeps_git_hooks_read_only() {
     }
 }
 
+/// The default policy (Landlock) cannot make `.git/hooks` and `.git/config`
+/// read-only; the sandbox puts them back after the command and says so in
+/// the result the model reads.
+#[tokio::test]
+async fn the_default_policy_leaves_git_hooks_and_config_unchanged() {
+    for backend in BACKENDS {
+        let policy = SandboxPolicy::default();
+        let (h, ctx) = confined(backend, &policy).await;
+        let init = exec(&h, &ctx, "git init -q . && echo inited").await;
+        assert!(!init.is_error, "{}", init.text);
+        let config_before = h.read(".git/config");
+        let hooks_before = hook_names(&h);
+        let planted = exec(
+            &h,
+            &ctx,
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && printf '[core]\\n\\thooksPath = /tmp\\n' >> .git/config && echo planted",
+        )
+        .await;
+        // The command itself succeeded (Landlock let it write) ...
+        assert!(
+            planted.text.contains("planted"),
+            "{backend:?}: {}",
+            planted.text
+        );
+        // ... and neither change survived it; the model is told.
+        assert!(!h.exists(".git/hooks/post-checkout"), "{backend:?}");
+        assert_eq!(h.read(".git/config"), config_before, "{backend:?}");
+        assert_eq!(hook_names(&h), hooks_before, "{backend:?}");
+        assert!(
+            planted.text.contains("[roder sandbox]")
+                && planted.text.contains("post-checkout")
+                && planted.text.contains("config"),
+            "{backend:?}: {}",
+            planted.text
+        );
+        // git keeps working, and a command that leaves them alone is
+        // reported nothing.
+        let commit = exec(
+            &h,
+            &ctx,
+            "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m x && git log --oneline | wc -l",
+        )
+        .await;
+        assert!(!commit.is_error, "{}", commit.text);
+        assert!(!commit.text.contains("[roder sandbox]"), "{}", commit.text);
+    }
+}
+
+fn hook_names(h: &Harness) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(h.root().join(".git/hooks"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Connects from a command to a listener on 127.0.0.1; whether the
 /// listener saw it, and the result.
 async fn tcp_attempt(h: &Harness, ctx: &ToolExecutionContext) -> (bool, ToolResult) {

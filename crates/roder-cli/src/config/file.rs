@@ -29,10 +29,13 @@ pub struct ConfigFile {
     /// MCP servers whose tools the model gets (see `mcp_servers.rs`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
-    /// The thread store: "jsonl" (default) or a postgres:// URL (see
-    /// `store.rs`).
+    /// The thread store: "jsonl" (default) or a postgres:// URL, or a
+    /// `[store]` table with `url` and `sync` (see `store.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store: Option<String>,
+    pub store: Option<StoreEntry>,
+    /// Checkpoint retention (`[checkpoints] keep_turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointsEntry>,
     /// How long a thread's writer lease lasts unrenewed (default 30): with
     /// a shared store, how soon another replica takes a dead one's thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +53,37 @@ pub struct ConfigFile {
     /// here or in `OTEL_EXPORTER_OTLP_ENDPOINT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<roder_ext_telemetry::TelemetryFile>,
+}
+
+/// `[checkpoints]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointsEntry {
+    /// How many of a thread's latest turns keep their checkpoint
+    /// (default 10); `roder gc` removes the older ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_turns: Option<usize>,
+}
+
+/// `store`: a bare string (the store), or a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StoreEntry {
+    Url(String),
+    Table(StoreTable),
+}
+
+/// `[store]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreTable {
+    /// "jsonl" (default) or a postgres:// URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// JSONL only: "none", "turn" (default) or "always" (see
+    /// `roder_ext_jsonl_thread_store::sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<String>,
 }
 
 /// `[approvals]`.

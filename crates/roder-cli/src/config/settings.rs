@@ -41,6 +41,10 @@ impl ModelLabel {
     }
 }
 
+/// Turns whose checkpoints are kept when `[checkpoints] keep_turns` is
+/// unset: enough to undo an afternoon's mistakes, not a month of copies.
+pub const DEFAULT_KEEP_TURNS: usize = 10;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub home: PathBuf,
@@ -58,6 +62,11 @@ pub struct Settings {
     /// The enabled `[mcp_servers.*]`, checked.
     pub mcp_servers: Vec<roder_ext_mcp::McpServerConfig>,
     pub store: super::store::StoreChoice,
+    /// `[store] sync` (JSONL only; the default `turn`).
+    pub store_sync: roder_ext_jsonl_thread_store::SyncMode,
+    /// `[checkpoints] keep_turns`: a thread's latest turns whose
+    /// checkpoints `roder gc` keeps.
+    pub checkpoint_keep_turns: usize,
     pub writer_lease_ttl_secs: Option<u64>,
     /// `policy_mode` (unset: the runtime's default).
     pub policy_mode: Option<roder_api::policy_mode::PolicyMode>,
@@ -152,11 +161,15 @@ impl Settings {
             auto_compact_token_limit: file.auto_compact_token_limit,
             reasoning_effort: file.reasoning_effort,
             mcp_servers,
-            store: match &file.store {
-                Some(store) => super::store::StoreChoice::parse(store)
-                    .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
-                None => Default::default(),
-            },
+            store: super::store::StoreChoice::from_entry(file.store.as_ref())
+                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+            store_sync: super::store::sync_from_entry(file.store.as_ref())
+                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+            checkpoint_keep_turns: file
+                .checkpoints
+                .as_ref()
+                .and_then(|checkpoints| checkpoints.keep_turns)
+                .unwrap_or(DEFAULT_KEEP_TURNS),
             writer_lease_ttl_secs: file.writer_lease_ttl_secs,
             policy_mode: file.policy_mode,
             approvals,
@@ -200,7 +213,11 @@ impl Settings {
             "model = \"{}/{}\"  # from {}\n",
             self.model.provider, self.model.model, self.model_source
         ));
-        out.push_str(&format!("store = \"{}\"\n", self.store.describe()));
+        out.push_str(&super::store::show(&self.store, self.store_sync));
+        out.push_str(&format!(
+            "checkpoints = {{ keep_turns = {} }}\n",
+            self.checkpoint_keep_turns
+        ));
         if let Some(ttl) = self.writer_lease_ttl_secs {
             out.push_str(&format!("writer_lease_ttl_secs = {ttl}\n"));
         }

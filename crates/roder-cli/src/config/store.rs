@@ -12,6 +12,8 @@ use roder_ext_postgres_thread_store::store::redacted;
 use roder_ext_postgres_thread_store::{PostgresThreadStore, PostgresThreadStoreFactory};
 
 use crate::config::Settings;
+use crate::config::file::StoreEntry;
+use roder_ext_jsonl_thread_store::SyncMode;
 
 /// A thread store, as configured.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,6 +53,53 @@ impl StoreChoice {
     }
 }
 
+impl StoreChoice {
+    /// The store of the config file's `store` (a string or `[store] url`).
+    pub fn from_entry(entry: Option<&StoreEntry>) -> anyhow::Result<Self> {
+        match entry {
+            None => Ok(Self::default()),
+            Some(StoreEntry::Url(url)) => Self::parse(url),
+            Some(StoreEntry::Table(table)) => match &table.url {
+                Some(url) => Self::parse(url),
+                None => Ok(Self::default()),
+            },
+        }
+    }
+}
+
+/// `[store] sync`: the JSONL store's mode. Set with a Postgres store it is
+/// an error (each Postgres append is a committed transaction already).
+pub fn sync_from_entry(entry: Option<&StoreEntry>) -> anyhow::Result<SyncMode> {
+    let Some(StoreEntry::Table(table)) = entry else {
+        return Ok(SyncMode::default());
+    };
+    let Some(sync) = &table.sync else {
+        return Ok(SyncMode::default());
+    };
+    if let StoreChoice::Postgres { url } = StoreChoice::from_entry(entry)? {
+        bail!(
+            "[store] sync = {sync:?} is not supported with the Postgres store ({}): each append there is a committed transaction; remove `sync`",
+            redacted(&url)
+        );
+    }
+    sync.parse::<SyncMode>()
+        .map_err(|error| anyhow::anyhow!("[store] sync: {error}"))
+}
+
+/// The `store` line of `config show`: a string, or an inline table when
+/// `sync` is not the default, so the output loads to the same settings.
+pub fn show(store: &StoreChoice, sync: SyncMode) -> String {
+    if sync == SyncMode::default() {
+        format!("store = \"{}\"\n", store.describe())
+    } else {
+        format!(
+            "store = {{ url = \"{}\", sync = \"{}\" }}\n",
+            store.describe(),
+            sync.as_str()
+        )
+    }
+}
+
 /// A value shown in an error: a URL-looking one is redacted.
 fn shown(value: &str) -> String {
     if value.contains("://") {
@@ -81,9 +130,11 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<()> {
 /// The factory `crate::wiring::runtime` registers.
 pub fn factory(settings: &Settings) -> anyhow::Result<Arc<dyn ThreadStoreFactory>> {
     Ok(match &settings.store {
-        StoreChoice::Jsonl => Arc::new(JsonlThreadStoreFactory {
-            base_path: settings.threads_dir(),
-        }),
+        StoreChoice::Jsonl => {
+            let base_path = settings.threads_dir();
+            roder_ext_jsonl_thread_store::sync::set_mode(&base_path, settings.store_sync);
+            Arc::new(JsonlThreadStoreFactory { base_path })
+        }
         StoreChoice::Postgres { url } => Arc::new(PostgresThreadStoreFactory::lazy(url)?),
     })
 }
@@ -136,6 +187,7 @@ pub fn require_jsonl(settings: &Settings, command: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::StoreTable;
 
     #[test]
     fn parses_jsonl_and_postgres_urls_and_names_the_rest() {
@@ -152,5 +204,48 @@ mod tests {
         );
         let error = StoreChoice::parse("sqlite").unwrap_err().to_string();
         assert!(error.contains("\"sqlite\""), "{error}");
+    }
+
+    fn table(url: Option<&str>, sync: Option<&str>) -> StoreEntry {
+        StoreEntry::Table(StoreTable {
+            url: url.map(String::from),
+            sync: sync.map(String::from),
+        })
+    }
+
+    #[test]
+    fn store_sync_parses_for_jsonl_and_is_refused_for_postgres() {
+        for (name, mode) in [
+            ("none", SyncMode::None),
+            ("turn", SyncMode::Turn),
+            ("always", SyncMode::Always),
+        ] {
+            let entry = table(None, Some(name));
+            assert_eq!(sync_from_entry(Some(&entry)).unwrap(), mode);
+            assert_eq!(
+                StoreChoice::from_entry(Some(&entry)).unwrap(),
+                StoreChoice::Jsonl
+            );
+            // What `config show` prints loads back to the same.
+            let shown = show(&StoreChoice::Jsonl, mode);
+            let file: crate::config::file::ConfigFile = toml::from_str(&shown).unwrap();
+            assert_eq!(
+                sync_from_entry(file.store.as_ref()).unwrap(),
+                mode,
+                "{shown}"
+            );
+        }
+        assert_eq!(sync_from_entry(None).unwrap(), SyncMode::Turn);
+        let error = sync_from_entry(Some(&table(None, Some("often"))))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"often\""), "{error}");
+        let error = sync_from_entry(Some(&table(Some("postgres://u:pw@db/x"), Some("none"))))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("not supported") && !error.contains("pw@"),
+            "{error}"
+        );
     }
 }

@@ -206,6 +206,12 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
     {
         let mut cursor = plan.thread.log.lock().await;
         plan.thread.release(&plan.turn_id);
+        let ended = match &event {
+            RoderEvent::TurnFailed(failed) => failed.error.clone(),
+            RoderEvent::TurnCompleted(_) => "the turn completed".to_string(),
+            RoderEvent::TurnInterrupted(_) => "the turn was interrupted".to_string(),
+            _ => "the turn's deadline passed".to_string(),
+        };
         if let Err(error) = runtime
             .bus
             .emit_locked(&mut cursor, plan.thread_id(), Some(&plan.turn_id), event)
@@ -214,6 +220,25 @@ async fn finish(runtime: &Runtime, plan: &TurnPlan, ending: Ending) {
             tracing::warn!(
                 "could not record the end of turn {}: {error:#}",
                 plan.turn_id
+            );
+            // Whoever waits for the turn (`roder exec`, a client) must
+            // still learn that it ended, or it waits for ever: the end is
+            // broadcast unrecorded, as the failure the log will show once
+            // the next writer closes the turn.
+            let error = if ended.contains(&format!("{error:#}")) {
+                ended
+            } else {
+                format!("{ended}; and its end could not be written to the log: {error:#}")
+            };
+            runtime.bus.broadcast_unrecorded(
+                &cursor,
+                plan.thread_id(),
+                Some(&plan.turn_id),
+                RoderEvent::TurnFailed(TurnFailed {
+                    thread_id: plan.thread_id().to_string(),
+                    turn_id: plan.turn_id.clone(),
+                    error,
+                }),
             );
         }
         if let Some(writer) = plan.take_writer() {

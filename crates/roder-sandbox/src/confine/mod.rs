@@ -23,6 +23,7 @@
 //! way to opt out, never run unconfined.
 
 pub(crate) mod bwrap;
+pub(crate) mod git_guard;
 pub(crate) mod landlock_rules;
 pub(crate) mod launch;
 pub(crate) mod protections;
@@ -71,6 +72,13 @@ impl Confinement {
     /// Whether commands get a spawner thread (anything but `mode = "none"`).
     pub(crate) fn enforced(&self) -> bool {
         self.policy.mode == SandboxMode::Enforce
+    }
+
+    /// Whether `.git/hooks` and `.git/config` are held by comparing and
+    /// restoring them around each command: enforced under Landlock, which
+    /// cannot make them read-only (bubblewrap mounts them so).
+    pub(crate) fn guards_git(&self) -> bool {
+        self.enforced() && self.policy.mechanism == HostMechanism::Landlock
     }
 
     /// Every writable root as configured (workspace first), before the

@@ -130,8 +130,8 @@ fn landlock_protections(policy: &SandboxPolicy, abi: i32) -> Vec<Protection> {
         network,
         protection(
             ".git/hooks",
-            false,
-            "writable under Landlock (it is inside the workspace); mechanism = \"bubblewrap\" mounts it read-only",
+            true,
+            "Landlock cannot make them read-only inside the writable workspace, so .git/hooks and .git/config are compared before and after each command and put back, and the attempt is reported in the command's output; a process the command leaves running in the background can change them after that check (mechanism = \"bubblewrap\" mounts them read-only)",
         ),
         protection(
             "process tree",
@@ -197,11 +197,13 @@ mod tests {
     }
 
     #[test]
-    fn landlock_protects_writes_and_tcp_but_not_hooks() {
+    fn landlock_protects_writes_tcp_and_hooks_by_restoring() {
         let all = protections_for(&SandboxPolicy::default(), 7, false);
         assert!(active(&all, "filesystem writes"));
         assert!(active(&all, "network"));
-        assert!(!active(&all, ".git/hooks"));
+        assert!(active(&all, ".git/hooks"));
+        let hooks = all.iter().find(|p| p.name == ".git/hooks").unwrap();
+        assert!(hooks.detail.contains("put back"), "{hooks:?}");
         assert!(!active(&all, "memory"));
         assert!(active(&all, "environment"));
     }
