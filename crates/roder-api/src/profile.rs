@@ -172,3 +172,53 @@ pub struct ProfileOverride {
     pub profile_value: Option<String>,
     pub value: String,
 }
+
+/// What a client asks for when it starts a thread with a profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileRequestSpec {
+    /// `""` (the runtime default), `builtin:NAME`, a name or a path.
+    #[serde(default)]
+    pub selector: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ProfileArchiveSpec>,
+}
+
+/// A profile archive: fetched from `url`, or sent inline as base64 `data`;
+/// either way checked against `digest` (`sha256:<hex>`) and `size`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileArchiveSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// The archive's id (`roder-bundle.toml`); empty: whatever it says.
+    #[serde(default)]
+    pub id: String,
+    pub digest: String,
+    pub size: u64,
+}
+
+/// Resolves profiles for a runtime (installed with
+/// `ExtensionRegistryBuilder::profile_resolver`; `roder-profiles` is one).
+///
+/// ```
+/// use roder_api::profile::{ProfileRequestSpec, ProfileResolver, ProfileSnapshot};
+///
+/// struct Fixed;
+/// #[async_trait::async_trait]
+/// impl ProfileResolver for Fixed {
+///     async fn resolve(&self, request: &ProfileRequestSpec, _workspace: Option<&str>) -> anyhow::Result<ProfileSnapshot> {
+///         Ok(ProfileSnapshot { selector: request.selector.clone(), ..ProfileSnapshot::default() })
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait ProfileResolver: Send + Sync + 'static {
+    /// The snapshot `request` resolves to for a thread whose local
+    /// workspace is `workspace` (its `.roder/profiles` is searched).
+    async fn resolve(
+        &self,
+        request: &ProfileRequestSpec,
+        workspace: Option<&str>,
+    ) -> anyhow::Result<ProfileSnapshot>;
+}

@@ -136,9 +136,10 @@ impl RoderMcpServer {
             json: false,
             deadline: None,
             mode: None,
+            profile: Default::default(),
         };
         let thread_id =
-            match crate::exec::create_thread(&self.runtime, &self.settings, &exec_args, &workspace)
+            match crate::exec::create_thread(&self.runtime, &self.settings, &exec_args, &workspace, None)
                 .await
             {
                 Ok(thread_id) => thread_id,

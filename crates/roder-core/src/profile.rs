@@ -21,6 +21,19 @@ use crate::requests::CreateThreadRequest;
 use crate::runtime::Runtime;
 
 impl Runtime {
+    /// Resolves a profile with the installed resolver, for a thread whose
+    /// local workspace is `workspace`. A runtime without one refuses.
+    pub async fn resolve_profile(
+        &self,
+        request: &roder_api::profile::ProfileRequestSpec,
+        workspace: Option<&str>,
+    ) -> anyhow::Result<ProfileSnapshot> {
+        let resolver = self.profile_resolver.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("profiles are not supported by this runtime: no profile resolver is installed")
+        })?;
+        resolver.resolve(request, workspace).await
+    }
+
     /// Creates a thread that runs as `profile` says, with what the caller
     /// set in `request` and `approvals` winning over the profile's values
     /// (each such override is recorded in the stored snapshot).

@@ -57,6 +57,7 @@ pub struct Runtime {
     pub(crate) approvals: crate::approvals::Approvals,
     /// Gives spans their `traceparent` when the runtime is traced (`trace.rs`).
     pub(crate) trace_context: Option<Arc<dyn roder_api::telemetry::TraceContext>>,
+    pub(crate) profile_resolver: Option<Arc<dyn roder_api::profile::ProfileResolver>>,
 }
 
 impl Runtime {
@@ -120,6 +121,7 @@ impl Runtime {
             thread_tools: Default::default(),
             approvals,
             trace_context: registry.trace_context,
+            profile_resolver: registry.profile_resolver,
         })
     }
 

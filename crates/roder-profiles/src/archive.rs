@@ -153,7 +153,8 @@ impl VerifiedArchive {
         let manifest: Manifest = toml::from_str(text).map_err(|error| {
             ProfileError::Invalid(format!("{MANIFEST} of {:?}: {error}", reference.id))
         })?;
-        if manifest.id != reference.id {
+        // An empty id takes the manifest's (a reference by digest alone).
+        if !reference.id.is_empty() && manifest.id != reference.id {
             return Err(ProfileError::Verification(format!(
                 "profile archive was referenced as {:?} but its {MANIFEST} says id = {:?}",
                 reference.id, manifest.id
@@ -171,7 +172,10 @@ impl VerifiedArchive {
             }
         }
         Ok(VerifiedArchive {
-            reference: reference.clone(),
+            reference: ArchiveRef {
+                id: manifest.id,
+                ..reference.clone()
+            },
             revision: manifest.revision,
             entrypoints: manifest.entrypoints,
             members,

@@ -606,3 +606,50 @@ fn merge(
     }
     Ok(snapshot)
 }
+
+impl ArchiveSource {
+    /// From the runtime's request type: `url` or `data`, not both.
+    pub fn from_spec(
+        spec: &roder_api::profile::ProfileArchiveSpec,
+    ) -> Result<ArchiveSource, ProfileError> {
+        let reference = ArchiveRef {
+            id: spec.id.clone(),
+            digest: spec.digest.clone(),
+            size: spec.size,
+        };
+        match (&spec.url, &spec.data) {
+            (Some(url), None) => Ok(ArchiveSource::Http {
+                url: url.clone(),
+                reference,
+            }),
+            (None, Some(data)) => Ok(ArchiveSource::Embedded {
+                data: data.clone(),
+                reference,
+            }),
+            _ => Err(ProfileError::Invalid(
+                "a profile archive has either url or data (base64), not both or neither".into(),
+            )),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl roder_api::profile::ProfileResolver for Resolver {
+    async fn resolve(
+        &self,
+        request: &roder_api::profile::ProfileRequestSpec,
+        workspace: Option<&str>,
+    ) -> anyhow::Result<ProfileSnapshot> {
+        let resolver = self.clone().with_workspace(workspace.map(PathBuf::from));
+        let archive = request
+            .archive
+            .as_ref()
+            .map(ArchiveSource::from_spec)
+            .transpose()?;
+        let request = ProfileRequest {
+            selector: request.selector.clone(),
+            archive,
+        };
+        Ok(Resolver::resolve(&resolver, &request).await?)
+    }
+}
