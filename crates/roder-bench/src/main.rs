@@ -13,6 +13,7 @@ mod exec_loop;
 mod figure;
 mod long_session;
 mod mcp;
+mod profiles;
 mod provision;
 mod provision_checkpoint;
 mod provision_docker_exec;
@@ -38,6 +39,7 @@ const BENCHES: &[&str] = &[
     "mcp",
     "replicas",
     "approvals",
+    "profiles",
 ];
 
 #[tokio::main]
@@ -69,6 +71,7 @@ async fn main() -> anyhow::Result<()> {
                 .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
             "approvals" => approvals::run().await.context("approvals")?,
+            "profiles" => profiles::run().await.context("profiles")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")
