@@ -50,7 +50,11 @@ async fn thread_start_with_an_embedded_archive_profile() {
         .await;
     client.events_until(&thread_id, "turn_completed").await;
     let request = harness.engine.requests().pop().unwrap();
-    let mut offered: Vec<&str> = request.tools.iter().map(|tool| tool.name.as_str()).collect();
+    let mut offered: Vec<&str> = request
+        .tools
+        .iter()
+        .map(|tool| tool.name.as_str())
+        .collect();
     offered.sort();
     assert_eq!(offered, vec!["grep", "read_file"]);
     assert!(

@@ -60,10 +60,13 @@ pub async fn run(settings: &Settings, args: ExecArgs) -> anyhow::Result<ExitCode
         }
     };
     if args.thread.is_none() {
-        let provider = match profile.as_ref().and_then(|profile| profile.model.as_deref()) {
-            Some(label) if settings.model_source != "--model" => {
-                label.split_once('/').map_or(label, |(provider, _)| provider)
-            }
+        let provider = match profile
+            .as_ref()
+            .and_then(|profile| profile.model.as_deref())
+        {
+            Some(label) if settings.model_source != "--model" => label
+                .split_once('/')
+                .map_or(label, |(provider, _)| provider),
             _ => settings.model.provider.as_str(),
         };
         crate::preflight::model_key(settings, provider)?;
@@ -373,9 +376,10 @@ pub(crate) async fn create_thread(
     profile: Option<ProfileSnapshot>,
 ) -> anyhow::Result<String> {
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
-    let runner = args.runner.as_ref().or(profile
+    let runner = args
+        .runner
         .as_ref()
-        .and_then(|profile| profile.runner.as_ref()));
+        .or(profile.as_ref().and_then(|profile| profile.runner.as_ref()));
     if let Some(name) = runner {
         let entry = settings.runners.get(name).ok_or_else(|| {
             anyhow::anyhow!(
@@ -426,12 +430,10 @@ fn profile_mcp_servers(settings: &Settings, profile: &ProfileSnapshot) -> anyhow
         entries.insert(name.clone(), entry);
     }
     let mut settings = settings.clone();
-    settings
-        .mcp_servers
-        .extend(
-            crate::config::mcp_servers::servers(&entries)
-                .map_err(|error| anyhow::anyhow!("profile {}: {error}", profile.canonical))?,
-        );
+    settings.mcp_servers.extend(
+        crate::config::mcp_servers::servers(&entries)
+            .map_err(|error| anyhow::anyhow!("profile {}: {error}", profile.canonical))?,
+    );
     Ok(settings)
 }
 

@@ -138,13 +138,18 @@ impl RoderMcpServer {
             mode: None,
             profile: Default::default(),
         };
-        let thread_id =
-            match crate::exec::create_thread(&self.runtime, &self.settings, &exec_args, &workspace, None)
-                .await
-            {
-                Ok(thread_id) => thread_id,
-                Err(error) => return Ok(refusal(format!("{error:#}"))),
-            };
+        let thread_id = match crate::exec::create_thread(
+            &self.runtime,
+            &self.settings,
+            &exec_args,
+            &workspace,
+            None,
+        )
+        .await
+        {
+            Ok(thread_id) => thread_id,
+            Err(error) => return Ok(refusal(format!("{error:#}"))),
+        };
         Ok(self
             .turn(
                 &thread_id,

@@ -283,7 +283,11 @@ async fn a_thread_keeps_its_profile_snapshot_across_processes() {
     let request = models.model_requests().pop().unwrap();
     let mut offered = tool_names(&request.body);
     offered.sort();
-    assert_eq!(offered, vec!["glob", "grep", "read_file"], "the snapshot's tools");
+    assert_eq!(
+        offered,
+        vec!["glob", "grep", "read_file"],
+        "the snapshot's tools"
+    );
     let body = request.body.to_string();
     assert!(body.contains("You are the Claude-format reviewer."));
     assert!(!body.contains("You are CHANGED."));
@@ -292,16 +296,23 @@ async fn a_thread_keeps_its_profile_snapshot_across_processes() {
     //    value of the variable the profile's MCP server names.
     let mut files = Vec::new();
     all_files(home.path(), &mut files);
-    assert!(files.iter().any(|(path, _)| path.ends_with("metadata.json")));
-    for (path, text) in &files {
-        assert!(!text.contains(MODEL_KEY), "{path} holds the model key");
-        assert!(!text.contains(PROFILE_SECRET), "{path} holds the profile's secret");
-    }
     assert!(
         files
             .iter()
-            .any(|(_, text)| text.contains("\"bearer_token_env_var\": \"PROFILE_SECRET\"")
-                || text.contains("\"bearer_token_env_var\":\"PROFILE_SECRET\"")),
+            .any(|(path, _)| path.ends_with("metadata.json"))
+    );
+    for (path, text) in &files {
+        assert!(!text.contains(MODEL_KEY), "{path} holds the model key");
+        assert!(
+            !text.contains(PROFILE_SECRET),
+            "{path} holds the profile's secret"
+        );
+    }
+    assert!(
+        files.iter().any(
+            |(_, text)| text.contains("\"bearer_token_env_var\": \"PROFILE_SECRET\"")
+                || text.contains("\"bearer_token_env_var\":\"PROFILE_SECRET\"")
+        ),
         "the reference itself is kept"
     );
 }
@@ -328,7 +339,13 @@ async fn builtin_selectors_and_bad_profiles_fail_before_anything_is_created() {
     .await;
     assert_eq!(twice.code, Some(1), "{}", twice.stderr);
     assert!(twice.stderr.contains("prefix twice"), "{}", twice.stderr);
-    assert!(!home.path().join("threads").exists() || std::fs::read_dir(home.path().join("threads")).unwrap().count() == 0);
+    assert!(
+        !home.path().join("threads").exists()
+            || std::fs::read_dir(home.path().join("threads"))
+                .unwrap()
+                .count()
+                == 0
+    );
 
     models.push(ChatStream::text_reply("A plan."));
     let plan = roder(
@@ -344,16 +361,27 @@ async fn builtin_selectors_and_bad_profiles_fail_before_anything_is_created() {
 
     let listed = roder(home.path(), workspace.path(), &["profiles", "list"]).await;
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
-    assert!(listed.stdout.contains("builtin:review"), "{}", listed.stdout);
+    assert!(
+        listed.stdout.contains("builtin:review"),
+        "{}",
+        listed.stdout
+    );
     let shown = roder(
         home.path(),
         workspace.path(),
-        &["profiles", "show", "--profile", "builtin:review", "--resolved"],
+        &[
+            "profiles",
+            "show",
+            "--profile",
+            "builtin:review",
+            "--resolved",
+        ],
     )
     .await;
     assert_eq!(shown.code, Some(0), "{}", shown.stderr);
     assert!(
-        shown.stdout.contains("disallowed_tools = ") && shown.stdout.contains("# from builtin:review"),
+        shown.stdout.contains("disallowed_tools = ")
+            && shown.stdout.contains("# from builtin:review"),
         "{}",
         shown.stdout
     );

@@ -29,7 +29,9 @@ impl Runtime {
         workspace: Option<&str>,
     ) -> anyhow::Result<ProfileSnapshot> {
         let resolver = self.profile_resolver.as_ref().ok_or_else(|| {
-            anyhow::anyhow!("profiles are not supported by this runtime: no profile resolver is installed")
+            anyhow::anyhow!(
+                "profiles are not supported by this runtime: no profile resolver is installed"
+            )
         })?;
         resolver.resolve(request, workspace).await
     }

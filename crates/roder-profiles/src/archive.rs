@@ -235,9 +235,7 @@ fn read_members(bytes: &[u8], id: &str) -> Result<BTreeMap<String, Vec<u8>>, Pro
         .map_err(|error| bad(format!("not a tar archive: {error}")))?;
     for entry in entries {
         let mut entry = entry.map_err(|error| bad(format!("not a tar archive: {error}")))?;
-        let raw_path = entry
-            .path_bytes()
-            .into_owned();
+        let raw_path = entry.path_bytes().into_owned();
         let path = String::from_utf8(raw_path)
             .map_err(|_| bad("a member path is not UTF-8".to_string()))?;
         let kind = entry.header().entry_type();
@@ -252,7 +250,10 @@ fn read_members(bytes: &[u8], id: &str) -> Result<BTreeMap<String, Vec<u8>>, Pro
             )));
         }
         let key = normalize(&path, id)?;
-        let size = entry.header().size().map_err(|error| bad(error.to_string()))?;
+        let size = entry
+            .header()
+            .size()
+            .map_err(|error| bad(error.to_string()))?;
         if size > MAX_MEMBER_BYTES {
             return Err(bad(format!(
                 "member {path:?} is {size} bytes, over the {MAX_MEMBER_BYTES}-byte limit"
@@ -291,10 +292,11 @@ pub fn pack(dir: &Path) -> Result<(ArchiveRef, Vec<u8>), ProfileError> {
     let io = |what: &Path, error: std::io::Error| {
         ProfileError::Io(format!("packing {}: {error}", what.display()))
     };
-    let manifest_text =
-        std::fs::read_to_string(dir.join(MANIFEST)).map_err(|error| io(&dir.join(MANIFEST), error))?;
-    let manifest: Manifest = toml::from_str(&manifest_text)
-        .map_err(|error| ProfileError::Invalid(format!("{}: {error}", dir.join(MANIFEST).display())))?;
+    let manifest_text = std::fs::read_to_string(dir.join(MANIFEST))
+        .map_err(|error| io(&dir.join(MANIFEST), error))?;
+    let manifest: Manifest = toml::from_str(&manifest_text).map_err(|error| {
+        ProfileError::Invalid(format!("{}: {error}", dir.join(MANIFEST).display()))
+    })?;
     let mut files = Vec::new();
     collect(dir, dir, &mut files)?;
     files.sort();
@@ -322,8 +324,8 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<String>) -> Result<(), Profi
     let entries = std::fs::read_dir(dir)
         .map_err(|error| ProfileError::Io(format!("packing {}: {error}", dir.display())))?;
     for entry in entries {
-        let entry =
-            entry.map_err(|error| ProfileError::Io(format!("packing {}: {error}", dir.display())))?;
+        let entry = entry
+            .map_err(|error| ProfileError::Io(format!("packing {}: {error}", dir.display())))?;
         let path = entry.path();
         let kind = entry
             .file_type()

@@ -69,7 +69,10 @@ pub async fn fetch(
         Ok(response) => response,
         Err(error) => {
             return failed(
-                format!("cannot fetch profile archive from {shown}: {}", error.without_url()),
+                format!(
+                    "cannot fetch profile archive from {shown}: {}",
+                    error.without_url()
+                ),
                 cached,
             );
         }
@@ -110,7 +113,10 @@ pub async fn fetch(
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|error| {
-            ProfileError::Fetch(format!("reading profile archive from {shown}: {}", error.without_url()))
+            ProfileError::Fetch(format!(
+                "reading profile archive from {shown}: {}",
+                error.without_url()
+            ))
         })?;
         if (bytes.len() + chunk.len()) as u64 > reference.size {
             return Err(ProfileError::Verification(format!(

@@ -387,13 +387,9 @@ mod tests {
         .to_string();
         assert!(error.contains("\"allowed-tools\""), "{error}");
         assert!(error.contains("\"maxTurns\""), "{error}");
-        let nested = parse(
-            "[limits]\nmax_turns = 3\n",
-            FileKind::Toml,
-            "x.toml",
-        )
-        .unwrap_err()
-        .to_string();
+        let nested = parse("[limits]\nmax_turns = 3\n", FileKind::Toml, "x.toml")
+            .unwrap_err()
+            .to_string();
         assert!(nested.contains("max_turns"), "{nested}");
     }
 

@@ -521,15 +521,18 @@ fn merge(
     }
     snapshot.content_digest = sha256_digest(digests.as_bytes());
     let leaf_name = chain.first().map(|leaf| {
-        leaf.doc.name.clone().unwrap_or_else(|| match &leaf.selector {
-            Selector::Named(name) | Selector::Builtin(name) => name.clone(),
-            Selector::Path(path) => path
-                .file_stem()
-                .and_then(|stem| stem.to_str())
-                .unwrap_or("profile")
-                .to_string(),
-            Selector::RuntimeDefault => "default".to_string(),
-        })
+        leaf.doc
+            .name
+            .clone()
+            .unwrap_or_else(|| match &leaf.selector {
+                Selector::Named(name) | Selector::Builtin(name) => name.clone(),
+                Selector::Path(path) => path
+                    .file_stem()
+                    .and_then(|stem| stem.to_str())
+                    .unwrap_or("profile")
+                    .to_string(),
+                Selector::RuntimeDefault => "default".to_string(),
+            })
     });
     snapshot.name = leaf_name.unwrap_or_default();
     if let Some(leaf) = chain.first() {

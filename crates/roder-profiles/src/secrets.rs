@@ -39,10 +39,7 @@ pub fn refuse_in_text(text: &str, what: &str, origin: &str) -> Result<(), Profil
 /// bytes: no slicing of untrusted text.
 fn token_kind(text: &str) -> Option<&'static str> {
     let is_token_byte = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-';
-    for word in text
-        .as_bytes()
-        .split(|b| !(is_token_byte(b) || *b == b'.'))
-    {
+    for word in text.as_bytes().split(|b| !(is_token_byte(b) || *b == b'.')) {
         let run_after = |prefix: &[u8]| -> usize {
             word.strip_prefix(prefix)
                 .map(|rest| rest.iter().take_while(|b| is_token_byte(b)).count())
@@ -101,7 +98,9 @@ pub fn check_mcp_server(
         let bytes = variable.as_bytes();
         let valid = !bytes.is_empty()
             && !bytes[0].is_ascii_digit()
-            && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_');
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'_');
         if !valid {
             return Err(bad(format!(
                 "{variable:?} is not an environment variable name; name the variable that holds the value, never the value"
@@ -131,7 +130,9 @@ mod tests {
         assert!(token_kind("ghp_abcdefghijklmnopqrstuvwxyz0123456789").is_some());
         assert!(token_kind("AKIAABCDEFGHIJKLMNOP").is_some());
         assert!(token_kind("xoxb-1234567890-abc").is_some());
-        assert!(token_kind("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijk").is_some());
+        assert!(
+            token_kind("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijk").is_some()
+        );
         assert!(token_kind("use sk-learn and the GITHUB_TOKEN variable").is_none());
         assert!(token_kind("Review the diff; never edit files.").is_none());
     }

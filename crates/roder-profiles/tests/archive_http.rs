@@ -99,7 +99,9 @@ fn archive(id: &str, instructions: &str) -> (ArchiveRef, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("roder-bundle.toml"),
-        format!("id = \"{id}\"\nrevision = \"r1\"\n[entrypoints]\nreviewer = \"profiles/reviewer.md\"\n"),
+        format!(
+            "id = \"{id}\"\nrevision = \"r1\"\n[entrypoints]\nreviewer = \"profiles/reviewer.md\"\n"
+        ),
     )
     .unwrap();
     std::fs::create_dir(dir.path().join("profiles")).unwrap();
@@ -144,7 +146,10 @@ async fn first_fetch_then_a_304_revalidation_without_the_body() {
     let server = Server::start(bytes.clone()).await;
     let resolver = Resolver::new(Some(home.path().to_path_buf()));
 
-    let (_, outcome) = resolver.archive(&http(&server.url, &reference)).await.unwrap();
+    let (_, outcome) = resolver
+        .archive(&http(&server.url, &reference))
+        .await
+        .unwrap();
     assert_eq!(outcome, Some(FetchOutcome::Downloaded));
     assert_eq!(server.requests(), 1);
     assert_eq!(server.served.conditional.load(Ordering::SeqCst), 0);
@@ -166,8 +171,16 @@ async fn first_fetch_then_a_304_revalidation_without_the_body() {
     assert_eq!(snapshot.instructions, "Review carefully.");
     assert_eq!(snapshot.description, "from the archive");
     // The parent's denies and the child's add up.
-    assert!(snapshot.disallowed_tools.contains(&"write_file".to_string()));
-    assert!(snapshot.disallowed_tools.contains(&"exec_command".to_string()));
+    assert!(
+        snapshot
+            .disallowed_tools
+            .contains(&"write_file".to_string())
+    );
+    assert!(
+        snapshot
+            .disallowed_tools
+            .contains(&"exec_command".to_string())
+    );
     match &snapshot.source {
         ProfileSource::Archive {
             id,
@@ -267,14 +280,20 @@ async fn a_corrupt_cache_entry_is_fetched_again() {
     let (reference, bytes) = archive("acme", "Whole.");
     let server = Server::start(bytes.clone()).await;
     let resolver = Resolver::new(Some(home.path().to_path_buf()));
-    resolver.archive(&http(&server.url, &reference)).await.unwrap();
+    resolver
+        .archive(&http(&server.url, &reference))
+        .await
+        .unwrap();
 
     let blob = resolver.cache().unwrap().blob_path(&reference).unwrap();
     let mut corrupt = bytes.clone();
     corrupt[0] ^= 0xff;
     std::fs::write(&blob, &corrupt).unwrap();
 
-    let (_, outcome) = resolver.archive(&http(&server.url, &reference)).await.unwrap();
+    let (_, outcome) = resolver
+        .archive(&http(&server.url, &reference))
+        .await
+        .unwrap();
     assert_eq!(outcome, Some(FetchOutcome::Downloaded));
     assert_eq!(server.requests(), 2);
     assert_eq!(
@@ -308,10 +327,7 @@ async fn with_the_server_down_a_cached_digest_works_and_an_uncached_one_fails_cl
     assert_eq!(snapshot.instructions, "Cached.");
 
     let (uncached, _) = archive("acme", "Never fetched.");
-    let error = resolver
-        .archive(&http(&url, &uncached))
-        .await
-        .unwrap_err();
+    let error = resolver.archive(&http(&url, &uncached)).await.unwrap_err();
     assert!(matches!(error, ProfileError::Fetch(_)), "{error}");
     let message = error.to_string();
     assert!(message.contains("cannot fetch"), "{message}");
@@ -334,8 +350,14 @@ async fn an_embedded_archive_needs_no_server_and_is_verified() {
         .await
         .unwrap();
     assert_eq!(snapshot.instructions, "Embedded.");
-    assert!(matches!(snapshot.source, ProfileSource::Archive { url: None, .. }));
-    assert!(blob_exists(home.path(), &reference), "verified, then cached");
+    assert!(matches!(
+        snapshot.source,
+        ProfileSource::Archive { url: None, .. }
+    ));
+    assert!(
+        blob_exists(home.path(), &reference),
+        "verified, then cached"
+    );
 
     let (other, _) = archive("inline", "Something else entirely.");
     let error = resolver

@@ -66,18 +66,29 @@ async fn builtins_are_normalised_once() {
 async fn the_workspace_shadows_the_home_and_default_profile_applies() {
     let dirs = Dirs::new();
     dirs.write_home("tester.md", "+++\ndescription = \"home\"\n+++\nHome.\n");
-    dirs.write_workspace("tester.toml", "description = \"workspace\"\ninstructions = \"Workspace.\"\n");
+    dirs.write_workspace(
+        "tester.toml",
+        "description = \"workspace\"\ninstructions = \"Workspace.\"\n",
+    );
     let resolver = dirs.resolver().with_default_profile(Some("tester".into()));
     let snapshot = resolver.resolve(&by("")).await.unwrap();
     assert_eq!(snapshot.canonical, "tester");
     assert_eq!(snapshot.description, "workspace");
-    assert!(matches!(snapshot.source, ProfileSource::File { ref path } if path.contains(".roder/profiles/tester.toml")));
+    assert!(
+        matches!(snapshot.source, ProfileSource::File { ref path } if path.contains(".roder/profiles/tester.toml"))
+    );
     let listed = resolver.list().unwrap();
     let home_entry = listed
         .iter()
         .find(|entry| entry.origin.ends_with("profiles/tester.md"))
         .unwrap();
-    assert!(home_entry.shadowed_by.as_deref().unwrap().contains(".roder/profiles/tester.toml"));
+    assert!(
+        home_entry
+            .shadowed_by
+            .as_deref()
+            .unwrap()
+            .contains(".roder/profiles/tester.toml")
+    );
 }
 
 #[tokio::test]
@@ -96,7 +107,11 @@ async fn a_claude_code_subagent_file_loads_as_it_is() {
         vec!["read_file", "grep", "glob", "shell", "exec_command"]
     );
     assert_eq!(snapshot.model, None);
-    assert!(snapshot.instructions.starts_with("You are a senior code reviewer"));
+    assert!(
+        snapshot
+            .instructions
+            .starts_with("You are a senior code reviewer")
+    );
 }
 
 #[tokio::test]
@@ -113,7 +128,10 @@ async fn extends_merges_and_denies_add_up_and_cycles_are_refused() {
     let snapshot = dirs.resolver().resolve(&by("child")).await.unwrap();
     assert_eq!(snapshot.model.as_deref(), Some("mock/base-model"));
     assert_eq!(snapshot.instructions, "Base.", "an empty body inherits");
-    assert_eq!(snapshot.disallowed_tools, vec!["exec:git push", "write_file"]);
+    assert_eq!(
+        snapshot.disallowed_tools,
+        vec!["exec:git push", "write_file"]
+    );
     assert_eq!(snapshot.limits.max_tool_calls, Some(9));
     assert!(snapshot.origins["model"].ends_with("profiles/base.md"));
 
