@@ -88,7 +88,8 @@ pub struct ExecCommand {
     pub args: ExecArgs,
     /// Work in a fresh git worktree of the repository holding the workspace
     /// (the user's checkout is untouched); its path is printed on stderr.
-    #[arg(long, conflicts_with_all = ["thread", "runner"])]
+    /// (Not with --profile yet: a worktree thread starts without one.)
+    #[arg(long, conflicts_with_all = ["thread", "runner", "selector", "archive"])]
     pub worktree: bool,
 }
 
@@ -161,6 +162,9 @@ pub enum ProfilesCommand {
     /// A profile's fields; with --resolved, after extends, each with the
     /// place it came from.
     Show {
+        /// The selector (same as --profile).
+        #[arg(conflicts_with = "selector")]
+        name: Option<String>,
         #[command(flatten)]
         profile: ProfileArgs,
         #[arg(long)]

@@ -97,10 +97,14 @@ pub async fn run(settings: &Settings, command: ProfilesCommand) -> anyhow::Resul
             Ok(ExitCode::SUCCESS)
         }
         ProfilesCommand::Show {
-            profile,
+            name,
+            mut profile,
             resolved,
             workspace,
         } => {
+            if name.is_some() {
+                profile.selector = name;
+            }
             let workspace = workspace_or_cwd(workspace)?;
             let request = request(settings, &profile).await?.unwrap_or_default();
             let snapshot = resolver(settings, Some(&workspace))

@@ -369,13 +369,7 @@ async fn builtin_selectors_and_bad_profiles_fail_before_anything_is_created() {
     let shown = roder(
         home.path(),
         workspace.path(),
-        &[
-            "profiles",
-            "show",
-            "--profile",
-            "builtin:review",
-            "--resolved",
-        ],
+        &["profiles", "show", "builtin:review", "--resolved"],
     )
     .await;
     assert_eq!(shown.code, Some(0), "{}", shown.stderr);
