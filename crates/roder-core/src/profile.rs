@@ -80,7 +80,7 @@ impl Runtime {
                     profile.canonical
                 )
             })?;
-            if !approvals.rules.deny.iter().any(|kept| *kept == rule) {
+            if !approvals.rules.deny.contains(&rule) {
                 approvals.rules.deny.push(rule);
             }
         }
