@@ -121,6 +121,22 @@ impl ExtensionRegistryBuilder {
 
     /// What resolves agent profiles for `thread/start {profile}` and the
     /// like. At most one (the last wins).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use roder_api::extension::ExtensionRegistryBuilder;
+    /// use roder_api::profile::{ProfileRequestSpec, ProfileResolver, ProfileSnapshot};
+    ///
+    /// struct Builtins;
+    /// #[async_trait::async_trait]
+    /// impl ProfileResolver for Builtins {
+    ///     async fn resolve(&self, _: &ProfileRequestSpec, _: Option<&str>) -> anyhow::Result<ProfileSnapshot> {
+    ///         Ok(ProfileSnapshot::default())
+    ///     }
+    /// }
+    /// let mut builder = ExtensionRegistryBuilder::new();
+    /// builder.profile_resolver(Arc::new(Builtins));
+    /// ```
     pub fn profile_resolver(
         &mut self,
         resolver: Arc<dyn crate::profile::ProfileResolver>,

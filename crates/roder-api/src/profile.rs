@@ -86,6 +86,13 @@ pub struct ProfileSnapshot {
 }
 
 /// Where the profile was read from.
+///
+/// ```
+/// use roder_api::profile::ProfileSource;
+///
+/// let file = ProfileSource::File { path: "/home/me/.roder/profiles/r.md".into() };
+/// assert_eq!(serde_json::to_value(&file).unwrap()["kind"], "file");
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProfileSource {
@@ -111,6 +118,14 @@ pub enum ProfileSource {
 /// How a profile narrows the configured sandbox policy. It may only take
 /// away: a profile cannot turn the network on when the configuration has it
 /// off.
+///
+/// ```
+/// use roder_api::profile::ProfileSandbox;
+///
+/// let offline: ProfileSandbox = serde_json::from_str(r#"{"network": false}"#).unwrap();
+/// assert_eq!(offline.network, Some(false));
+/// assert!(ProfileSandbox::default().is_empty());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSandbox {
@@ -126,6 +141,14 @@ impl ProfileSandbox {
 }
 
 /// Bounds on a thread's turns.
+///
+/// ```
+/// use roder_api::profile::ProfileLimits;
+///
+/// let limits: ProfileLimits = serde_json::from_str(r#"{"max_tool_calls": 20}"#).unwrap();
+/// assert_eq!(limits.max_tool_calls, Some(20));
+/// assert!(serde_json::from_str::<ProfileLimits>(r#"{"max_turns": 3}"#).is_err());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileLimits {
@@ -146,6 +169,15 @@ impl ProfileLimits {
 /// An MCP server the profile brings, shaped like `config.toml`'s
 /// `[mcp_servers.NAME]`. Secrets only by the name of the variable that holds
 /// them.
+///
+/// ```
+/// use roder_api::profile::ProfileMcpServer;
+///
+/// let docs: ProfileMcpServer = serde_json::from_str(
+///     r#"{"url": "https://mcp.example/docs", "bearer_token_env_var": "DOCS_TOKEN"}"#,
+/// ).unwrap();
+/// assert_eq!(docs.bearer_token_env_var.as_deref(), Some("DOCS_TOKEN"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileMcpServer {
@@ -164,6 +196,17 @@ pub struct ProfileMcpServer {
 }
 
 /// A field a caller set over the profile's value.
+///
+/// ```
+/// use roder_api::profile::ProfileOverride;
+///
+/// let model = ProfileOverride {
+///     field: "model".into(),
+///     profile_value: Some("anthropic/claude-sonnet-4-5".into()),
+///     value: "openai/gpt-5".into(),
+/// };
+/// assert_eq!(serde_json::to_value(&model).unwrap()["field"], "model");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileOverride {
     pub field: String,
@@ -174,6 +217,13 @@ pub struct ProfileOverride {
 }
 
 /// What a client asks for when it starts a thread with a profile.
+///
+/// ```
+/// use roder_api::profile::ProfileRequestSpec;
+///
+/// let plan = ProfileRequestSpec { selector: "builtin:plan".into(), archive: None };
+/// assert_eq!(serde_json::to_string(&plan).unwrap(), r#"{"selector":"builtin:plan"}"#);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileRequestSpec {
     /// `""` (the runtime default), `builtin:NAME`, a name or a path.
@@ -185,6 +235,15 @@ pub struct ProfileRequestSpec {
 
 /// A profile archive: fetched from `url`, or sent inline as base64 `data`;
 /// either way checked against `digest` (`sha256:<hex>`) and `size`.
+///
+/// ```
+/// use roder_api::profile::ProfileArchiveSpec;
+///
+/// let fetched: ProfileArchiveSpec = serde_json::from_str(
+///     r#"{"url": "https://example.com/a.tar", "digest": "sha256:00", "size": 10}"#,
+/// ).unwrap();
+/// assert!(fetched.data.is_none() && fetched.id.is_empty());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileArchiveSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]

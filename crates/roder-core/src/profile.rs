@@ -23,6 +23,16 @@ use crate::runtime::Runtime;
 impl Runtime {
     /// Resolves a profile with the installed resolver, for a thread whose
     /// local workspace is `workspace`. A runtime without one refuses.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) -> anyhow::Result<()> {
+    /// use roder_api::profile::ProfileRequestSpec;
+    ///
+    /// let request = ProfileRequestSpec { selector: "builtin:review".into(), archive: None };
+    /// let review = runtime.resolve_profile(&request, Some("/work/repo")).await?;
+    /// assert_eq!(review.canonical, "builtin:review");
+    /// # Ok(()) }
+    /// ```
     pub async fn resolve_profile(
         &self,
         request: &roder_api::profile::ProfileRequestSpec,
