@@ -101,21 +101,27 @@ impl Resolver {
         self.cache.as_ref()
     }
 
-    /// Resolves `request` to the snapshot a thread keeps.
+    /// Resolves `request` to the snapshot a thread keeps. The archive's
+    /// bytes are obtained first (fetched, revalidated or decoded); opening
+    /// them, reading profile files and merging happen in one blocking task.
     pub async fn resolve(&self, request: &ProfileRequest) -> Result<ProfileSnapshot, ProfileError> {
-        let archive = match &request.archive {
-            Some(source) => Some(self.archive(source).await?.0),
+        let pending = match &request.archive {
+            Some(source) => Some(self.archive_bytes(source).await?.0),
             None => None,
         };
-        let selector = self.effective_selector(&request.selector, archive.as_ref())?;
         let given = request.selector.clone();
-        let chain_context = Context {
-            home: self.home.clone(),
-            workspace: self.workspace.clone(),
-            archive,
-        };
+        let default_profile = self.default_profile.clone();
+        let (home, workspace) = (self.home.clone(), self.workspace.clone());
         blocking(move || {
-            let chain = chain_context.chain(&selector)?;
+            let archive = pending.map(Pending::open).transpose()?;
+            let selector =
+                effective_selector(default_profile.as_deref(), &given, archive.as_ref())?;
+            let context = Context {
+                home,
+                workspace,
+                archive,
+            };
+            let chain = context.chain(&selector)?;
             merge(&given, &selector, chain)
         })
         .await
@@ -126,6 +132,16 @@ impl Resolver {
         &self,
         source: &ArchiveSource,
     ) -> Result<(VerifiedArchive, Option<FetchOutcome>), ProfileError> {
+        let (pending, outcome) = self.archive_bytes(source).await?;
+        Ok((blocking(move || pending.open()).await?, outcome))
+    }
+
+    /// An archive's bytes, not yet verified (embedded) or verified by the
+    /// fetch (HTTP).
+    async fn archive_bytes(
+        &self,
+        source: &ArchiveSource,
+    ) -> Result<(Pending, Option<FetchOutcome>), ProfileError> {
         match source {
             ArchiveSource::Embedded { data, reference } => {
                 let bytes = base64::engine::general_purpose::STANDARD
@@ -136,17 +152,15 @@ impl Resolver {
                             reference.id
                         ))
                     })?;
-                let reference = reference.clone();
-                let cache = self.cache.clone();
-                let archive = blocking(move || {
-                    let archive = VerifiedArchive::open(&reference, &bytes)?;
-                    if let Some(cache) = cache {
-                        cache.insert(&reference, &bytes)?;
-                    }
-                    Ok(archive)
-                })
-                .await?;
-                Ok((archive, None))
+                Ok((
+                    Pending {
+                        reference: reference.clone(),
+                        bytes,
+                        url: None,
+                        cache_into: self.cache.clone(),
+                    },
+                    None,
+                ))
             }
             ArchiveSource::Http { url, reference } => {
                 let cache = self.cache.clone().ok_or_else(|| {
@@ -155,34 +169,16 @@ impl Resolver {
                     )
                 })?;
                 let (bytes, outcome) = fetch::fetch(&self.client, &cache, url, reference).await?;
-                let reference = reference.clone();
-                let mut archive =
-                    blocking(move || VerifiedArchive::open(&reference, &bytes)).await?;
-                archive.url = Some(fetch::redacted(url));
-                Ok((archive, Some(outcome)))
-            }
-        }
-    }
-
-    fn effective_selector(
-        &self,
-        given: &str,
-        archive: Option<&VerifiedArchive>,
-    ) -> Result<Selector, ProfileError> {
-        match Selector::parse(given)? {
-            Selector::RuntimeDefault => {
-                if archive.is_some_and(|archive| archive.entrypoints.contains_key("default")) {
-                    return Ok(Selector::Named("default".into()));
-                }
-                match &self.default_profile {
-                    Some(default) => match Selector::parse(default)? {
-                        Selector::RuntimeDefault => Ok(Selector::Builtin("default".into())),
-                        selector => Ok(selector),
+                Ok((
+                    Pending {
+                        reference: reference.clone(),
+                        bytes,
+                        url: Some(fetch::redacted(url)),
+                        cache_into: None,
                     },
-                    None => Ok(Selector::Builtin("default".into())),
-                }
+                    Some(outcome),
+                ))
             }
-            selector => Ok(selector),
         }
     }
 
@@ -242,6 +238,53 @@ impl Resolver {
 
     fn dirs(&self) -> Vec<PathBuf> {
         profile_dirs(self.workspace.as_deref(), self.home.as_deref())
+    }
+}
+
+/// An archive's bytes on their way to being opened (blocking work).
+struct Pending {
+    reference: ArchiveRef,
+    bytes: Vec<u8>,
+    url: Option<String>,
+    /// Embedded archives are cached once verified.
+    cache_into: Option<ArchiveCache>,
+}
+
+impl Pending {
+    fn open(self) -> Result<VerifiedArchive, ProfileError> {
+        let mut archive = VerifiedArchive::open(&self.reference, &self.bytes)?;
+        // Written once: an entry that is already there (and whole) stays.
+        if let Some(cache) = &self.cache_into
+            && cache.get(&self.reference)?.is_none()
+        {
+            cache.insert(&self.reference, &self.bytes)?;
+        }
+        archive.url = self.url;
+        Ok(archive)
+    }
+}
+
+/// What `given` means: `""` is the archive's `default` entrypoint, else
+/// `default_profile`, else `builtin:default`.
+fn effective_selector(
+    default_profile: Option<&str>,
+    given: &str,
+    archive: Option<&VerifiedArchive>,
+) -> Result<Selector, ProfileError> {
+    match Selector::parse(given)? {
+        Selector::RuntimeDefault => {
+            if archive.is_some_and(|archive| archive.entrypoints.contains_key("default")) {
+                return Ok(Selector::Named("default".into()));
+            }
+            match default_profile {
+                Some(default) => match Selector::parse(default)? {
+                    Selector::RuntimeDefault => Ok(Selector::Builtin("default".into())),
+                    selector => Ok(selector),
+                },
+                None => Ok(Selector::Builtin("default".into())),
+            }
+        }
+        selector => Ok(selector),
     }
 }
 
