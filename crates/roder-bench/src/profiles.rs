@@ -89,7 +89,7 @@ pub async fn run() -> anyhow::Result<()> {
         archive: Some(source),
     };
     let workspace_text = workspace.display().to_string();
-    let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+    let (mut plain, mut profiled, mut resolving) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..SAMPLES {
         let began = Instant::now();
         runtime
@@ -99,6 +99,7 @@ pub async fn run() -> anyhow::Result<()> {
 
         let began = Instant::now();
         let snapshot = resolver.resolve(&request).await?;
+        resolving.push(began.elapsed().as_secs_f64() * 1000.0);
         runtime
             .create_thread_with_profile(
                 CreateThreadRequest::in_workspace(&workspace_text),
@@ -118,6 +119,7 @@ pub async fn run() -> anyhow::Result<()> {
         json!({
             "profile_start_ms": profiled_ms,
             "plain_start_ms": plain_ms,
+            "resolve_ms": median(&mut resolving),
             "samples": SAMPLES,
             "archive_requests": requests.load(Ordering::SeqCst),
         }),
