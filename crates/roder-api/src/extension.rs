@@ -29,6 +29,7 @@ pub struct ExtensionRegistryBuilder {
     thread_tool_factories: Vec<Arc<dyn ThreadToolFactory>>,
     approval_rule_store: Option<SharedApprovalRuleStore>,
     trace_context: Option<Arc<dyn crate::telemetry::TraceContext>>,
+    profile_resolver: Option<Arc<dyn crate::profile::ProfileResolver>>,
     duplicate_store: bool,
     duplicate_materializer: bool,
 }
@@ -118,6 +119,32 @@ impl ExtensionRegistryBuilder {
         self
     }
 
+    /// What resolves agent profiles for `thread/start {profile}` and the
+    /// like. At most one (the last wins).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use roder_api::extension::ExtensionRegistryBuilder;
+    /// use roder_api::profile::{ProfileRequestSpec, ProfileResolver, ProfileSnapshot};
+    ///
+    /// struct Builtins;
+    /// #[async_trait::async_trait]
+    /// impl ProfileResolver for Builtins {
+    ///     async fn resolve(&self, _: &ProfileRequestSpec, _: Option<&str>) -> anyhow::Result<ProfileSnapshot> {
+    ///         Ok(ProfileSnapshot::default())
+    ///     }
+    /// }
+    /// let mut builder = ExtensionRegistryBuilder::new();
+    /// builder.profile_resolver(Arc::new(Builtins));
+    /// ```
+    pub fn profile_resolver(
+        &mut self,
+        resolver: Arc<dyn crate::profile::ProfileResolver>,
+    ) -> &mut Self {
+        self.profile_resolver = Some(resolver);
+        self
+    }
+
     pub fn build(self) -> anyhow::Result<ExtensionRegistry> {
         if self.duplicate_store {
             anyhow::bail!("more than one thread store factory was installed; install exactly one");
@@ -167,6 +194,7 @@ impl ExtensionRegistryBuilder {
             thread_tool_factories,
             approval_rule_store: self.approval_rule_store,
             trace_context: self.trace_context,
+            profile_resolver: self.profile_resolver,
         })
     }
 }
@@ -184,4 +212,5 @@ pub struct ExtensionRegistry {
     pub thread_tool_factories: BTreeMap<String, Arc<dyn ThreadToolFactory>>,
     pub approval_rule_store: Option<SharedApprovalRuleStore>,
     pub trace_context: Option<Arc<dyn crate::telemetry::TraceContext>>,
+    pub profile_resolver: Option<Arc<dyn crate::profile::ProfileResolver>>,
 }

@@ -14,6 +14,7 @@ pub mod events;
 pub mod extension;
 pub mod inference;
 pub mod policy_mode;
+pub mod profile;
 pub mod remote_runner;
 pub mod runner_idle;
 pub mod runner_workspace;

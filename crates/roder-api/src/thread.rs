@@ -67,6 +67,10 @@ pub struct ThreadMetadata {
         skip_serializing_if = "crate::approval::ThreadApprovals::is_default"
     )]
     pub approvals: crate::approval::ThreadApprovals,
+    /// The agent profile resolved when the thread was created: later turns,
+    /// resumes and other processes use it as it is, never resolving again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Box<crate::profile::ProfileSnapshot>>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]

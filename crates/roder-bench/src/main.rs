@@ -14,6 +14,7 @@ mod exec_loop;
 mod figure;
 mod long_session;
 mod mcp;
+mod profiles;
 mod provision;
 mod provision_checkpoint;
 mod provision_docker_exec;
@@ -44,6 +45,7 @@ const BENCHES: &[&str] = &[
     "approvals",
     "traces",
     "web",
+    "profiles",
 ];
 
 #[tokio::main]
@@ -77,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
             "approvals" => approvals::run().await.context("approvals")?,
             "traces" => traces::run().await.context("traces")?,
             "web" => web::run().await.context("web")?,
+            "profiles" => profiles::run().await.context("profiles")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

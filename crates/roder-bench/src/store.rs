@@ -61,6 +61,7 @@ pub async fn run() -> anyhow::Result<()> {
             last_compaction_seq: None,
             archived: false,
             approvals: Default::default(),
+            profile: None,
             created_at: now,
             updated_at: now,
         })

@@ -61,6 +61,11 @@ pub enum Command {
     /// Serve Roder as an MCP server on stdio: tools that run a task in a
     /// workspace and continue a thread.
     McpServer(McpServerArgs),
+    /// Agent profiles: list, show, pack archives.
+    Profiles {
+        #[command(subcommand)]
+        command: ProfilesCommand,
+    },
     /// The effective configuration, or a starter config.toml.
     Config {
         #[command(subcommand)]
@@ -87,7 +92,8 @@ pub struct ExecCommand {
     pub args: ExecArgs,
     /// Work in a fresh git worktree of the repository holding the workspace
     /// (the user's checkout is untouched); its path is printed on stderr.
-    #[arg(long, conflicts_with_all = ["thread", "runner"])]
+    /// (Not with --profile yet: a worktree thread starts without one.)
+    #[arg(long, conflicts_with_all = ["thread", "runner", "selector", "archive"])]
     pub worktree: bool,
 }
 
@@ -118,6 +124,68 @@ pub struct ExecArgs {
     /// `[approvals] no_approver` decides.
     #[arg(long, value_parser = parse_mode)]
     pub mode: Option<roder_api::policy_mode::PolicyMode>,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+/// Which agent profile a new thread runs as (`roder exec`, `roder profiles
+/// show`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProfileArgs {
+    /// The profile: builtin:NAME, a name from the archive, the workspace's
+    /// .roder/profiles or $RODER_HOME/profiles, or a path (default:
+    /// default_profile in config.toml, else none).
+    #[arg(long = "profile")]
+    pub selector: Option<String>,
+    /// A profile archive to look the name up in first: an http(s) URL, or
+    /// a local .tar file (embedded), with its digest and size.
+    #[arg(long = "profile-archive", requires_all = ["digest", "size"])]
+    pub archive: Option<String>,
+    /// The archive's digest, sha256:HEX.
+    #[arg(long = "profile-digest", id = "digest", requires = "archive")]
+    pub digest: Option<String>,
+    /// The archive's size in bytes.
+    #[arg(long = "profile-size", id = "size", requires = "archive")]
+    pub size: Option<u64>,
+    /// The archive's id (its roder-bundle.toml id; default: read from the
+    /// archive).
+    #[arg(long = "profile-archive-id", requires = "archive")]
+    pub archive_id: Option<String>,
+}
+
+/// `roder profiles ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProfilesCommand {
+    /// Every profile a bare name can reach, in lookup order, and what
+    /// shadows what.
+    List {
+        /// The workspace whose .roder/profiles is read (default: the
+        /// current directory).
+        #[arg(long, short = 'C')]
+        workspace: Option<PathBuf>,
+    },
+    /// A profile's fields; with --resolved, after extends, each with the
+    /// place it came from.
+    Show {
+        /// The selector (same as --profile).
+        #[arg(conflicts_with = "selector")]
+        name: Option<String>,
+        #[command(flatten)]
+        profile: ProfileArgs,
+        #[arg(long)]
+        resolved: bool,
+        #[arg(long, short = 'C')]
+        workspace: Option<PathBuf>,
+    },
+    /// Packs DIR (with roder-bundle.toml at its root) into a profile
+    /// archive and prints its reference.
+    Pack {
+        dir: PathBuf,
+        /// Where to write the archive (default: ID.tar in the current
+        /// directory).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
 }
 
 fn parse_mode(text: &str) -> Result<roder_api::policy_mode::PolicyMode, String> {

@@ -28,6 +28,7 @@ use crate::progress::{Ending, Progress};
 use crate::terminal_approver::{self, TerminalApprover};
 use crate::wiring;
 use roder_api::policy_mode::PolicyMode;
+use roder_api::profile::ProfileSnapshot;
 
 /// Exit code when the thread is busy elsewhere (`EX_TEMPFAIL`: try later).
 const EXIT_BUSY: u8 = 75;
@@ -52,8 +53,30 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
     let workspace = tokio::fs::canonicalize(&workspace)
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
+    // A new thread's profile is resolved first: it names the model whose
+    // key is checked, and MCP servers the runtime is wired with.
+    let profile = match &args.thread {
+        None => crate::profiles_cmd::resolve_for_exec(settings, &args.profile, &workspace).await?,
+        Some(thread_id) => {
+            if args.profile.selector.is_some() || args.profile.archive.is_some() {
+                anyhow::bail!(
+                    "--profile applies to a new thread; thread {thread_id} keeps the profile it started with"
+                );
+            }
+            None
+        }
+    };
     if args.thread.is_none() {
-        crate::preflight::model_key(settings, &settings.model.provider)?;
+        let provider = match profile
+            .as_ref()
+            .and_then(|profile| profile.model.as_deref())
+        {
+            Some(label) if settings.model_source != "--model" => label
+                .split_once('/')
+                .map_or(label, |(provider, _)| provider),
+            _ => settings.model.provider.as_str(),
+        };
+        crate::preflight::model_key(settings, provider)?;
     }
     // A read-only or full home is said now, before a thread is half made.
     if settings.store == crate::config::store::StoreChoice::Jsonl {
@@ -61,6 +84,14 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
         tokio::task::spawn_blocking(move || roder_ext_jsonl_thread_store::check_writable(&threads))
             .await??;
     }
+    let with_profile;
+    let settings = match &profile {
+        Some(profile) if !profile.mcp_servers.is_empty() => {
+            with_profile = profile_mcp_servers(settings, profile)?;
+            &with_profile
+        }
+        _ => settings,
+    };
     let deadline = args.deadline;
     let mode = args.mode.unwrap_or(PolicyMode::Bypass);
     let wired = wiring::runtime(settings, &workspace, |config| {
@@ -68,7 +99,15 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
         config.turn_deadline_seconds = deadline;
         config.policy_mode = mode;
     })?;
-    let outcome = run_turn(settings, &args, &wired.runtime, &workspace, &mut signals).await;
+    let outcome = run_turn(
+        settings,
+        &args,
+        &wired.runtime,
+        &workspace,
+        &mut signals,
+        profile,
+    )
+    .await;
     wired.shutdown().await;
     outcome
 }
@@ -79,6 +118,7 @@ async fn run_turn(
     runtime: &Arc<Runtime>,
     workspace: &std::path::Path,
     signals: &mut StopSignals,
+    profile: Option<ProfileSnapshot>,
 ) -> anyhow::Result<ExitCode> {
     // Subscribed first, so a new thread's ThreadCreated is seen too.
     let mut events = runtime.subscribe_events();
@@ -102,7 +142,7 @@ async fn run_turn(
             crate::preflight::model_key(settings, provider.unwrap_or(&settings.model.provider))?;
             thread_id.clone()
         }
-        None => create_thread(runtime, settings, args, workspace).await?,
+        None => create_thread(runtime, settings, args, workspace, profile).await?,
     };
     if let Some(signal) = signals.pending().await {
         eprintln!(
@@ -346,9 +386,14 @@ pub(crate) async fn create_thread(
     settings: &Settings,
     args: &ExecArgs,
     workspace: &std::path::Path,
+    profile: Option<ProfileSnapshot>,
 ) -> anyhow::Result<String> {
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
-    if let Some(name) = &args.runner {
+    let runner = args
+        .runner
+        .as_ref()
+        .or(profile.as_ref().and_then(|profile| profile.runner.as_ref()));
+    if let Some(name) = runner {
         let entry = settings.runners.get(name).ok_or_else(|| {
             anyhow::anyhow!(
                 "runner \"{name}\" is not configured (configured: {}); add a [runners.{name}] table with provider and config",
@@ -362,7 +407,47 @@ pub(crate) async fn create_thread(
             read_roots: Vec::new(),
         });
     }
-    Ok(runtime.create_thread_with(request).await?.thread_id)
+    let Some(profile) = profile else {
+        return Ok(runtime.create_thread_with(request).await?.thread_id);
+    };
+    // Flags beat the profile; the runtime records each override.
+    if settings.model_source == "--model" {
+        request.provider = Some(settings.model.provider.clone());
+        request.model = Some(settings.model.model.clone());
+    }
+    let approvals = roder_api::approval::ThreadApprovals {
+        mode: args.mode,
+        ..Default::default()
+    };
+    Ok(runtime
+        .create_thread_with_profile(request, None, approvals, profile)
+        .await?
+        .thread_id)
+}
+
+/// The settings with the profile's MCP servers added (a name that
+/// `config.toml` already uses is an error, not a silent choice).
+fn profile_mcp_servers(settings: &Settings, profile: &ProfileSnapshot) -> anyhow::Result<Settings> {
+    let mut entries = std::collections::BTreeMap::new();
+    for (name, server) in &profile.mcp_servers {
+        if settings.mcp_servers.iter().any(|known| &known.name == name) {
+            anyhow::bail!(
+                "profile {} declares mcp_servers.{name}, which config.toml also declares; rename one",
+                profile.canonical
+            );
+        }
+        let entry: crate::config::mcp_servers::McpServerEntry =
+            serde_json::from_value(serde_json::to_value(server)?).map_err(|error| {
+                anyhow::anyhow!("profile {} mcp_servers.{name}: {error}", profile.canonical)
+            })?;
+        entries.insert(name.clone(), entry);
+    }
+    let mut settings = settings.clone();
+    settings.mcp_servers.extend(
+        crate::config::mcp_servers::servers(&entries)
+            .map_err(|error| anyhow::anyhow!("profile {}: {error}", profile.canonical))?,
+    );
+    Ok(settings)
 }
 
 /// The workspace path inside a runner: its config's `working_dir`, `workdir`

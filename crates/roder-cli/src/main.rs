@@ -15,6 +15,7 @@ mod home_id;
 mod mcp_server_cmd;
 mod mcp_tools;
 mod preflight;
+mod profiles_cmd;
 mod progress;
 mod prompt_input;
 mod protection_reports;
@@ -189,6 +190,7 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Sandbox {
             command: SandboxCommand::Status { json },
         } => sandbox_cmd::status(&settings, json),
+        Command::Profiles { command } => profiles_cmd::run(&settings, command).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => {

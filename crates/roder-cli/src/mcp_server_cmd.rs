@@ -136,14 +136,20 @@ impl RoderMcpServer {
             json: false,
             deadline: None,
             mode: None,
+            profile: Default::default(),
         };
-        let thread_id =
-            match crate::exec::create_thread(&self.runtime, &self.settings, &exec_args, &workspace)
-                .await
-            {
-                Ok(thread_id) => thread_id,
-                Err(error) => return Ok(refusal(format!("{error:#}"))),
-            };
+        let thread_id = match crate::exec::create_thread(
+            &self.runtime,
+            &self.settings,
+            &exec_args,
+            &workspace,
+            None,
+        )
+        .await
+        {
+            Ok(thread_id) => thread_id,
+            Err(error) => return Ok(refusal(format!("{error:#}"))),
+        };
         Ok(self
             .turn(
                 &thread_id,

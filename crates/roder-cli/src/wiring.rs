@@ -52,6 +52,9 @@ pub fn runtime(
         builder.inference_engine(engine(name, entry)?);
     }
     builder.thread_store_factory(crate::config::store::factory(settings)?);
+    // Profiles for thread/start {profile} (`roder exec` resolves its own
+    // before the runtime exists).
+    builder.profile_resolver(Arc::new(crate::profiles_cmd::resolver(settings, None)));
     builder.tool_contributor(roder_tools::builtin_coding_tools_contributor(workspace)?);
     crate::mcp_tools::install(&mut builder, settings, workspace)?;
     builder.remote_runner_provider(Arc::new(UnixLocalRunnerProvider::default()));

@@ -103,8 +103,19 @@ impl Runtime {
             }
         }
         let created = async {
+            // A profile's fork keeps its snapshot (never resolved again) and
+            // the approvals that carry its mode and deny rules.
+            let approvals = match &source.profile {
+                Some(_) => source.approvals.clone(),
+                None => Default::default(),
+            };
             let metadata = self
-                .create_thread_with_sandbox(request, source.sandbox.clone())
+                .create_thread_settled(
+                    request,
+                    source.sandbox.clone(),
+                    approvals,
+                    source.profile.clone(),
+                )
                 .await?;
             // The fork is offered the tools the client declared for its
             // source (the same host servers; sandboxed ones start in its own).

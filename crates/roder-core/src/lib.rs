@@ -30,6 +30,7 @@ mod history;
 mod instructions;
 mod memory_store;
 mod policy;
+mod profile;
 mod reopen;
 pub mod requests;
 mod retention;

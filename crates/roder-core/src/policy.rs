@@ -52,6 +52,22 @@ pub(crate) fn check(runtime: &Runtime, plan: &TurnPlan, name: &str) -> Result<()
     Ok(())
 }
 
+/// Counts one call against the thread's profile limit
+/// (`limits.max_tool_calls`); past it the call is refused, as the model
+/// will read it.
+pub(crate) fn count_call(plan: &TurnPlan) -> Result<(), String> {
+    let made = plan
+        .tool_calls
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    match plan.max_tool_calls {
+        Some(max) if made >= max => Err(format!(
+            "this turn reached its limit of {max} tool calls (the profile's limits.max_tool_calls); \
+             answer with what you have"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The tools the model is offered this turn: allowed by the lists, not
 /// denied as a whole tool by a rule, needing no workspace the thread lacks,
 /// and, in `plan`, only those that read.

@@ -116,6 +116,7 @@ async fn route(
 ) -> anyhow::Result<RoutedResult> {
     let TurnContext { runtime, plan } = ctx;
     policy::check(runtime, plan, &call.name).map_err(anyhow::Error::msg)?;
+    policy::count_call(plan).map_err(anyhow::Error::msg)?;
     if plan.is_external_tool(&call.name) {
         if let Verdict::Refuse { reason, .. } = policy::decide_external(ctx, &call.name) {
             return Ok(RoutedResult::refused(call, reason, false));

@@ -57,6 +57,7 @@ pub struct Runtime {
     pub(crate) approvals: crate::approvals::Approvals,
     /// Gives spans their `traceparent` when the runtime is traced (`trace.rs`).
     pub(crate) trace_context: Option<Arc<dyn roder_api::telemetry::TraceContext>>,
+    pub(crate) profile_resolver: Option<Arc<dyn roder_api::profile::ProfileResolver>>,
 }
 
 impl Runtime {
@@ -120,6 +121,7 @@ impl Runtime {
             thread_tools: Default::default(),
             approvals,
             trace_context: registry.trace_context,
+            profile_resolver: registry.profile_resolver,
         })
     }
 
@@ -217,6 +219,20 @@ impl Runtime {
         request: CreateThreadRequest,
         sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
     ) -> anyhow::Result<ThreadMetadata> {
+        self.create_thread_settled(request, sandbox, Default::default(), None)
+            .await
+    }
+
+    /// Creates a thread with everything it starts with, in one metadata
+    /// write: its approvals and its resolved profile are on disk before
+    /// anything else can see the thread.
+    pub(crate) async fn create_thread_settled(
+        &self,
+        request: CreateThreadRequest,
+        sandbox: Option<roder_api::sandbox_policy::SandboxPolicy>,
+        approvals: roder_api::approval::ThreadApprovals,
+        profile: Option<Box<roder_api::profile::ProfileSnapshot>>,
+    ) -> anyhow::Result<ThreadMetadata> {
         reject_unsupported_thread_fields(&request)?;
         let credentials = self.config.all_credential_vars();
         let choice = binding::SandboxChoice {
@@ -258,7 +274,8 @@ impl Runtime {
             usage: Default::default(),
             last_compaction_seq: None,
             archived: false,
-            approvals: Default::default(),
+            approvals,
+            profile,
             created_at: now,
             updated_at: now,
         };

@@ -60,6 +60,7 @@ fn metadata(thread_id: &str) -> ThreadMetadata {
         last_compaction_seq: None,
         archived: false,
         approvals: Default::default(),
+        profile: None,
         created_at: OffsetDateTime::UNIX_EPOCH,
         updated_at: OffsetDateTime::UNIX_EPOCH,
     }

@@ -28,7 +28,7 @@ const MAX_HISTORY_BYTES: u32 = 16 * 1024 * 1024;
 
 pub(crate) async fn start(
     context: &Context,
-    params: ThreadStartParams,
+    mut params: ThreadStartParams,
 ) -> Result<ThreadResult, RpcError> {
     let runtime = &context.runtime;
     let workspace = match params.workspace {
@@ -41,10 +41,25 @@ pub(crate) async fn start(
                 .to_string(),
         },
     };
+    let profile = match params.profile.take() {
+        Some(selection) => Some(
+            resolve_profile(
+                context,
+                (params.workdir.is_some(), params.runner.is_some()),
+                selection,
+                &workspace,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    if let Some(profile) = &profile {
+        params.mcp_servers = with_profile_servers(params.mcp_servers.take(), profile)?;
+    }
     // A declaration the runtime cannot take is refused before the thread
     // exists.
     check_mcp_servers(context, "thread/start", params.mcp_servers.as_ref())?;
-    let approvals = ThreadApprovals {
+    let mut approvals = ThreadApprovals {
         mode: params.policy_mode.map(convert::mode),
         rules: match params.approval_rules {
             Some(rules) => convert::approval_rules("thread/start", rules)?,
@@ -100,7 +115,16 @@ pub(crate) async fn start(
                 )
                 .await
         }
-        None => runtime.create_thread_with(request).await,
+        None => match profile {
+            // The profile's snapshot and the approvals go in one write.
+            Some(profile) => {
+                let approvals = std::mem::take(&mut approvals);
+                runtime
+                    .create_thread_with_profile(request, None, approvals, profile)
+                    .await
+            }
+            None => runtime.create_thread_with(request).await,
+        },
     };
     let mut metadata = created.map_err(RpcError::from_runtime)?;
     if !approvals.is_default() {
@@ -119,6 +143,89 @@ pub(crate) async fn start(
         thread: context.thread_info(metadata),
         tool_sources,
     })
+}
+
+/// Resolves `thread/start {profile}`; what the runtime cannot apply here is
+/// refused, never dropped.
+async fn resolve_profile(
+    context: &Context,
+    (has_workdir, has_runner): (bool, bool),
+    selection: crate::protocol::ProfileSelection,
+    workspace: &str,
+) -> Result<roder_api::profile::ProfileSnapshot, RpcError> {
+    let invalid = |detail: String| RpcError::invalid_params("thread/start", "profile", detail);
+    if has_workdir {
+        return Err(invalid(
+            "a profile with workdir is not supported yet; start the thread with runner or a workspace".into(),
+        ));
+    }
+    let spec = roder_api::profile::ProfileRequestSpec {
+        selector: selection.selector,
+        archive: selection
+            .archive
+            .map(|archive| roder_api::profile::ProfileArchiveSpec {
+                url: archive.url,
+                data: archive.data,
+                id: archive.id,
+                digest: archive.digest,
+                size: archive.size,
+            }),
+    };
+    let snapshot = context
+        .runtime
+        .resolve_profile(&spec, Some(workspace))
+        .await
+        .map_err(|error| invalid(format!("{error:#}")))?;
+    if let Some(runner) = &snapshot.runner
+        && !has_runner
+    {
+        return Err(invalid(format!(
+            "profile {} names runner {runner:?}; the app server takes a thread's runner from thread/start runner",
+            snapshot.canonical
+        )));
+    }
+    Ok(snapshot)
+}
+
+/// The profile's MCP servers added to the client's declaration (the same
+/// checks apply to both; a name declared twice is refused).
+fn with_profile_servers(
+    declared: Option<Value>,
+    profile: &roder_api::profile::ProfileSnapshot,
+) -> Result<Option<Value>, RpcError> {
+    if profile.mcp_servers.is_empty() {
+        return Ok(declared);
+    }
+    let invalid = |detail: String| RpcError::invalid_params("thread/start", "profile", detail);
+    let mut servers = match declared {
+        None => serde_json::Map::new(),
+        Some(Value::Object(servers)) => servers,
+        Some(_) => return Err(invalid("mcpServers must be an object".into())),
+    };
+    for (name, server) in &profile.mcp_servers {
+        if servers.contains_key(name) {
+            return Err(invalid(format!(
+                "profile {} declares MCP server {name:?}, which mcpServers declares too",
+                profile.canonical
+            )));
+        }
+        let mut entry = serde_json::Map::new();
+        if let Some(command) = &server.command {
+            entry.insert("command".into(), Value::from(command.clone()));
+            entry.insert("args".into(), Value::from(server.args.clone()));
+        }
+        if let Some(url) = &server.url {
+            entry.insert("url".into(), Value::from(url.clone()));
+        }
+        if !server.env_vars.is_empty() {
+            entry.insert("envVars".into(), Value::from(server.env_vars.clone()));
+        }
+        if let Some(variable) = &server.bearer_token_env_var {
+            entry.insert("bearerTokenEnvVar".into(), Value::from(variable.clone()));
+        }
+        servers.insert(name.clone(), Value::Object(entry));
+    }
+    Ok(Some(Value::Object(servers)))
 }
 
 /// An invalid-params error for `mcpServers` the runtime would not take.

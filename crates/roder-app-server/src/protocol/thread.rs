@@ -59,6 +59,42 @@ pub struct ThreadStartParams {
     /// The thread's own allow and deny rules.
     #[serde(default)]
     pub approval_rules: Option<super::ApprovalRulesInfo>,
+    /// The agent profile the thread runs as, resolved now and kept with the
+    /// thread (later turns and resumes never resolve it again). The other
+    /// fields here win over the profile's, and each override is recorded.
+    #[serde(default)]
+    pub profile: Option<ProfileSelection>,
+}
+
+/// `thread/start {profile}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileSelection {
+    /// `builtin:NAME`, a name (looked up in `archive`, the workspace's
+    /// `.roder/profiles`, then the server's), a path; empty: the server's
+    /// `default_profile`, else `builtin:default`.
+    #[serde(default)]
+    pub selector: String,
+    #[serde(default)]
+    pub archive: Option<ProfileArchive>,
+}
+
+/// A profile archive, verified against `digest` and `size` before use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileArchive {
+    /// Fetched over HTTP (revalidated with its ETag, cached by digest).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Or the archive itself, base64.
+    #[serde(default)]
+    pub data: Option<String>,
+    /// Its `roder-bundle.toml` id (empty: whatever it says).
+    #[serde(default)]
+    pub id: String,
+    /// `sha256:<hex>` of the archive's bytes.
+    pub digest: String,
+    pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -74,6 +74,9 @@ impl Harness {
         builder.remote_runner_provider(runner.clone());
         builder.workdir_materializer(materializer.clone());
         builder.protection_report(Arc::new(NetworkOnlyReport));
+        builder.profile_resolver(Arc::new(roder_profiles::Resolver::new(Some(
+            store_dir.path().join("roder-home"),
+        ))));
         let config = RuntimeConfig {
             workspace: Some(workspace.path().display().to_string()),
             ..RuntimeConfig::default()

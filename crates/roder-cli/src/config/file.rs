@@ -53,6 +53,10 @@ pub struct ConfigFile {
     /// here or in `OTEL_EXPORTER_OTLP_ENDPOINT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<roder_ext_telemetry::TelemetryFile>,
+    /// The agent profile new threads run as when none is asked for
+    /// (`builtin:NAME`, a name, a path). Unset: no profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_profile: Option<String>,
 }
 
 /// `[checkpoints]`.

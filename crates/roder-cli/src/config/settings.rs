@@ -74,6 +74,9 @@ pub struct Settings {
     pub approvals: roder_core::ApprovalsConfig,
     /// `[telemetry]` and the `OTEL_*` variables: `None` when export is off.
     pub telemetry: Option<roder_ext_telemetry::TelemetryConfig>,
+    /// `default_profile`: what new threads run as when no profile is asked
+    /// for (unset: no profile).
+    pub default_profile: Option<String>,
 }
 
 /// Providers that need no table.
@@ -174,6 +177,7 @@ impl Settings {
             policy_mode: file.policy_mode,
             approvals,
             telemetry,
+            default_profile: file.default_profile.filter(|text| !text.trim().is_empty()),
         })
     }
 
@@ -229,6 +233,9 @@ impl Settings {
         }
         if let Some(mode) = self.policy_mode {
             out.push_str(&format!("policy_mode = \"{mode}\"\n"));
+        }
+        if let Some(profile) = &self.default_profile {
+            out.push_str(&format!("default_profile = {profile:?}\n"));
         }
         for (name, provider) in &self.providers {
             out.push_str(&format!("\n[providers.{name}]\n"));

@@ -40,6 +40,11 @@ pub(crate) struct TurnPlan {
     pub mode_override: Option<roder_api::policy_mode::PolicyMode>,
     pub deadline: TurnDeadline,
     pub deadline_seconds: Option<u64>,
+    /// The thread's profile `limits.max_tool_calls`: calls past it this turn
+    /// get an error result.
+    pub max_tool_calls: Option<u32>,
+    /// Tool calls this turn has routed so far.
+    pub tool_calls: std::sync::atomic::AtomicU32,
     pub parallel_tool_calls: bool,
     /// How the turn's local commands are confined (a runner session has its
     /// thread's policy from its destination config).

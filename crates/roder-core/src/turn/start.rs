@@ -176,6 +176,20 @@ impl Runtime {
                     .and_then(crate::runner::binding::binding_sandbox)
             })
             .unwrap_or_else(|| self.config.sandbox.clone());
+        let limits = metadata
+            .profile
+            .as_ref()
+            .map(|profile| profile.limits.clone())
+            .unwrap_or_default();
+        // The smaller of the runtime's deadline and the profile's.
+        let deadline_seconds = match (self.config.turn_deadline_seconds, limits.turn_deadline_s) {
+            (Some(runtime), Some(profile)) => Some(runtime.min(profile)),
+            (runtime, profile) => runtime.or(profile),
+        };
+        let profile_reasoning = metadata
+            .profile
+            .as_ref()
+            .and_then(|profile| profile.reasoning_effort);
         let parallel_tool_calls = self.config.parallel_tool_calls_allowed(&model)
             && engine.capabilities().parallel_tool_calls;
         Ok(TurnPlan {
@@ -186,14 +200,19 @@ impl Runtime {
             model,
             instructions,
             developer_context,
-            reasoning: request.reasoning_override.or(self.config.reasoning),
+            reasoning: request
+                .reasoning_override
+                .or(profile_reasoning)
+                .or(self.config.reasoning),
             workspace,
             external_tools: metadata.external_tools,
             thread_tools: self.thread_tools.of(&thread.thread_id),
             thread_allowlist: metadata.tool_allowlist,
             mode_override: None,
-            deadline: TurnDeadline::new(self.config.turn_deadline_seconds),
-            deadline_seconds: self.config.turn_deadline_seconds,
+            deadline: TurnDeadline::new(deadline_seconds),
+            deadline_seconds,
+            max_tool_calls: limits.max_tool_calls,
+            tool_calls: Default::default(),
             parallel_tool_calls,
             sandbox,
             usage: Default::default(),

@@ -1,0 +1,235 @@
+//! Threads started from a profile snapshot: what the model is offered, what
+//! a call to a denied tool gets, the tool-call limit, a thread without a
+//! workspace, and a restart before the first turn (the seed's pending
+//! restore) using the stored snapshot.
+
+mod support;
+
+use roder_api::policy_mode::PolicyMode;
+use roder_api::profile::{ProfileLimits, ProfileMcpServer, ProfileSnapshot};
+use roder_core::{CreateThreadRequest, StartTurnRequest};
+use roder_testkit::{final_round, tool_round};
+use support::{Harness, completed_tools, until_turn_ends};
+
+fn reviewer() -> ProfileSnapshot {
+    ProfileSnapshot {
+        selector: "reviewer".into(),
+        canonical: "reviewer".into(),
+        name: "reviewer".into(),
+        instructions: "You are the reviewer profile.".into(),
+        tools: vec!["read_file".into(), "write_file".into(), "grep".into()],
+        disallowed_tools: vec!["write_file".into()],
+        ..ProfileSnapshot::default()
+    }
+}
+
+fn tool_names(request: &roder_api::inference::AgentInferenceRequest) -> Vec<String> {
+    let mut names: Vec<String> = request.tools.iter().map(|tool| tool.name.clone()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn denied_tools_are_not_offered_and_calls_to_them_are_refused() {
+    let harness = Harness::new(vec![
+        tool_round(&[("c1", "write_file", r#"{"path":"x.txt","content":"no"}"#)]),
+        final_round("ok"),
+    ]);
+    let thread = harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            reviewer(),
+        )
+        .await
+        .unwrap();
+    let mut events = harness.runtime.subscribe_events();
+    harness.start(&thread.thread_id, "review").await;
+    let seen = until_turn_ends(&mut events, &thread.thread_id).await;
+    let requests = harness.engine.requests();
+    assert_eq!(tool_names(&requests[0]), vec!["grep", "read_file"]);
+    assert!(
+        requests[0]
+            .developer_context
+            .as_deref()
+            .unwrap()
+            .contains("You are the reviewer profile.")
+    );
+    let results = completed_tools(&seen);
+    assert!(results[0].is_error, "{results:?}");
+    assert!(!harness.path("x.txt").exists());
+}
+
+#[tokio::test]
+async fn a_restart_before_the_first_turn_uses_the_stored_snapshot() {
+    let harness = Harness::new(vec![final_round("ok")]);
+    let profile = ProfileSnapshot {
+        policy_mode: Some(PolicyMode::Plan),
+        mcp_servers: [(
+            "docs".to_string(),
+            ProfileMcpServer {
+                url: Some("http://127.0.0.1:9/mcp".into()),
+                bearer_token_env_var: Some("RODER_PROFILES_TEST_SECRET".into()),
+                ..Default::default()
+            },
+        )]
+        .into(),
+        ..reviewer()
+    };
+    let thread = harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            profile.clone(),
+        )
+        .await
+        .unwrap();
+    // A new process: nothing but the store.
+    let restarted = harness.restart();
+    let stored = restarted.thread_metadata(&thread.thread_id).await.unwrap();
+    assert_eq!(stored.profile.as_deref(), Some(&profile));
+    assert_eq!(stored.approvals.mode, Some(PolicyMode::Plan));
+    let mut events = restarted.subscribe_events();
+    restarted
+        .start_turn(StartTurnRequest::new(&thread.thread_id, "look"))
+        .await
+        .unwrap();
+    until_turn_ends(&mut events, &thread.thread_id).await;
+    let request = harness.engine.requests().pop().unwrap();
+    assert_eq!(tool_names(&request), vec!["grep", "read_file"]);
+    assert!(
+        request
+            .developer_context
+            .unwrap()
+            .contains("You are the reviewer profile.")
+    );
+    // The reference is stored, never a value.
+    let metadata = std::fs::read_to_string(
+        harness
+            .store_dir
+            .path()
+            .join(&thread.thread_id)
+            .join("metadata.json"),
+    )
+    .unwrap();
+    assert!(metadata.contains("RODER_PROFILES_TEST_SECRET"));
+}
+
+#[tokio::test]
+async fn without_a_workspace_a_profile_is_offered_no_file_or_command_tools() {
+    let harness = Harness::new(vec![final_round("ok")]);
+    harness.runtime.set_allow_local_workspaces(false);
+    let profile = ProfileSnapshot {
+        tools: Vec::new(),
+        disallowed_tools: Vec::new(),
+        ..reviewer()
+    };
+    let thread = harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            profile,
+        )
+        .await
+        .unwrap();
+    let mut events = harness.runtime.subscribe_events();
+    harness.start(&thread.thread_id, "chat").await;
+    until_turn_ends(&mut events, &thread.thread_id).await;
+    let request = harness.engine.requests().pop().unwrap();
+    for name in roder_api::tools::WORKSPACE_TOOL_NAMES {
+        assert!(
+            !request.tools.iter().any(|tool| tool.name == *name),
+            "offered {name} without a workspace"
+        );
+    }
+}
+
+#[tokio::test]
+async fn calls_past_the_profiles_limit_get_an_error_result() {
+    let harness = Harness::new(vec![
+        tool_round(&[("c1", "grep", r#"{"pattern":"x"}"#)]),
+        tool_round(&[("c2", "grep", r#"{"pattern":"y"}"#)]),
+        final_round("ok"),
+    ]);
+    let profile = ProfileSnapshot {
+        limits: ProfileLimits {
+            max_tool_calls: Some(1),
+            turn_deadline_s: None,
+        },
+        ..reviewer()
+    };
+    let thread = harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            profile,
+        )
+        .await
+        .unwrap();
+    let mut events = harness.runtime.subscribe_events();
+    harness.start(&thread.thread_id, "search").await;
+    let seen = until_turn_ends(&mut events, &thread.thread_id).await;
+    let results = completed_tools(&seen);
+    assert_eq!(results.len(), 2);
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(results[1].is_error);
+    assert!(
+        results[1]
+            .output
+            .as_deref()
+            .unwrap_or_default()
+            .contains("limit of 1 tool calls"),
+        "{results:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_callers_model_and_mode_win_and_are_recorded() {
+    let harness = Harness::new(vec![]);
+    let profile = ProfileSnapshot {
+        model: Some("mock/profile-model".into()),
+        policy_mode: Some(PolicyMode::Plan),
+        ..reviewer()
+    };
+    let mut request =
+        CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string());
+    request.model = Some("flag-model".into());
+    let approvals = roder_api::approval::ThreadApprovals {
+        mode: Some(PolicyMode::Bypass),
+        ..Default::default()
+    };
+    let thread = harness
+        .runtime
+        .create_thread_with_profile(request, None, approvals, profile)
+        .await
+        .unwrap();
+    assert_eq!(thread.model.as_deref(), Some("flag-model"));
+    assert_eq!(thread.approvals.mode, Some(PolicyMode::Bypass));
+    let overrides = &thread.profile.unwrap().overrides;
+    let fields: Vec<&str> = overrides.iter().map(|o| o.field.as_str()).collect();
+    assert_eq!(fields, vec!["model", "policy_mode"]);
+
+    let plain = harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            ProfileSnapshot {
+                model: Some("mock/profile-model".into()),
+                ..reviewer()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(plain.provider.as_deref(), Some("mock"));
+    assert_eq!(plain.model.as_deref(), Some("profile-model"));
+}

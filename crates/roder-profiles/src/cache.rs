@@ -1,0 +1,135 @@
+//! The content-addressed archive cache under `$RODER_HOME/cache/profiles`:
+//!
+//! * `sha256/<hex>.tar`: an archive, named by its digest; written through a
+//!   temporary file, fsynced, then renamed, and hashed again on every read
+//!   (a corrupt entry is deleted and reads as absent, so it is fetched
+//!   again);
+//! * `refs/<sha256 of the url>.json`: `{url, etag, digest}` of the last
+//!   fetch of a URL, to revalidate with `If-None-Match`.
+//!
+//! The ETag only saves bandwidth; the digest is the integrity check. These
+//! functions block: callers run them on a blocking thread.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::archive::{ArchiveRef, sha256_digest};
+use crate::error::ProfileError;
+
+/// The cache in one directory.
+#[derive(Debug, Clone)]
+pub struct ArchiveCache {
+    root: PathBuf,
+}
+
+/// What the last fetch of a URL returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrlRef {
+    pub url: String,
+    pub etag: Option<String>,
+    pub digest: String,
+}
+
+impl ArchiveCache {
+    pub fn new(root: impl Into<PathBuf>) -> ArchiveCache {
+        ArchiveCache { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the archive with this reference's digest lives.
+    pub fn blob_path(&self, reference: &ArchiveRef) -> Result<PathBuf, ProfileError> {
+        Ok(self
+            .root
+            .join("sha256")
+            .join(format!("{}.tar", reference.hex()?)))
+    }
+
+    /// The cached archive, verified against `reference`; a corrupt entry is
+    /// removed and reads as `None`.
+    pub fn get(&self, reference: &ArchiveRef) -> Result<Option<Vec<u8>>, ProfileError> {
+        let path = self.blob_path(reference)?;
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(io(&path, error)),
+        };
+        if bytes.len() as u64 == reference.size && sha256_digest(&bytes) == reference.digest {
+            return Ok(Some(bytes));
+        }
+        tracing::warn!(
+            "profile archive cache entry {} is corrupt; removing it",
+            path.display()
+        );
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(None),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io(&path, error)),
+        }
+    }
+
+    /// Stores verified bytes under their digest.
+    pub fn insert(&self, reference: &ArchiveRef, bytes: &[u8]) -> Result<(), ProfileError> {
+        reference.verify(bytes)?;
+        let path = self.blob_path(reference)?;
+        write_atomically(&path, bytes)
+    }
+
+    pub fn url_ref(&self, url: &str) -> Option<UrlRef> {
+        let text = std::fs::read_to_string(self.ref_path(url)).ok()?;
+        serde_json::from_str(&text)
+            .ok()
+            .filter(|found: &UrlRef| found.url == url)
+    }
+
+    pub fn set_url_ref(&self, entry: &UrlRef) -> Result<(), ProfileError> {
+        let path = self.ref_path(&entry.url);
+        let text = serde_json::to_vec_pretty(entry)
+            .map_err(|error| ProfileError::Io(error.to_string()))?;
+        write_atomically(&path, &text)
+    }
+
+    fn ref_path(&self, url: &str) -> PathBuf {
+        let digest = sha256_digest(url.as_bytes());
+        let hex = digest.trim_start_matches("sha256:");
+        self.root.join("refs").join(format!("{hex}.json"))
+    }
+}
+
+fn io(path: &Path, error: std::io::Error) -> ProfileError {
+    ProfileError::Io(format!("profile archive cache {}: {error}", path.display()))
+}
+
+/// Temporary file in the same directory, fsync, rename, fsync the directory:
+/// a reader sees the whole file or none.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| ProfileError::Io(format!("{} has no parent", path.display())))?;
+    std::fs::create_dir_all(dir).map_err(|error| io(dir, error))?;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let temp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("entry"),
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if let Err(error) = result {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(path, error));
+    }
+    Ok(())
+}
