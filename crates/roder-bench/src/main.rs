@@ -5,6 +5,7 @@
 //! same run, because these machines are shared and noisy.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod acp;
 mod app_server;
 mod approvals;
 mod big_message;
@@ -38,6 +39,7 @@ const BENCHES: &[&str] = &[
     "mcp",
     "replicas",
     "approvals",
+    "acp",
 ];
 
 #[tokio::main]
@@ -69,6 +71,7 @@ async fn main() -> anyhow::Result<()> {
                 .context("provision-docker-exec")?,
             "replicas" => replicas::run().await.context("replicas")?,
             "approvals" => approvals::run().await.context("approvals")?,
+            "acp" => acp::run().await.context("acp")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

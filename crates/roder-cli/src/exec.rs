@@ -336,20 +336,29 @@ pub(crate) async fn create_thread(
 ) -> anyhow::Result<String> {
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
     if let Some(name) = &args.runner {
-        let entry = settings.runners.get(name).ok_or_else(|| {
-            anyhow::anyhow!(
-                "runner \"{name}\" is not configured (configured: {}); add a [runners.{name}] table with provider and config",
-                settings.runners.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })?;
-        request.runner = Some(ThreadRunnerSelection {
-            provider_id: entry.provider.clone(),
-            config: serde_json::to_value(&entry.config)?,
-            workspace: runner_workspace(name, entry)?.display().to_string(),
-            read_roots: Vec::new(),
-        });
+        request.runner = Some(runner_selection(settings, name)?);
     }
     Ok(runtime.create_thread_with(request).await?.thread_id)
+}
+
+/// The runner configured as `[runners.NAME]`, for a new thread (`roder
+/// exec --runner`, `roder acp --runner`).
+pub(crate) fn runner_selection(
+    settings: &Settings,
+    name: &str,
+) -> anyhow::Result<ThreadRunnerSelection> {
+    let entry = settings.runners.get(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "runner \"{name}\" is not configured (configured: {}); add a [runners.{name}] table with provider and config",
+            settings.runners.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    Ok(ThreadRunnerSelection {
+        provider_id: entry.provider.clone(),
+        config: serde_json::to_value(&entry.config)?,
+        workspace: runner_workspace(name, entry)?.display().to_string(),
+        read_roots: Vec::new(),
+    })
 }
 
 /// The workspace path inside a runner: its config's `working_dir`, `workdir`
