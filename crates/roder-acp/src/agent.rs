@@ -163,10 +163,10 @@ impl Agent {
                     .close(acp::SessionCloseCapabilities::new()),
             );
         to_value(
-            acp::InitializeResponse::new(acp::ProtocolVersion::V1)
+            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(capabilities)
                 .agent_info(
-                    acp::Implementation::new("roder", env!("CARGO_PKG_VERSION")).title("Roder"),
+                    acp::Implementation::new("roder", env!("CARGO_PKG_VERSION")).title("Roder".to_string()),
                 ),
         )
     }

@@ -48,7 +48,7 @@ impl Choices {
         let models: Vec<acp::SessionConfigSelectOption> = self
             .models
             .iter()
-            .map(|model| acp::SessionConfigSelectOption::new(model.as_str(), model.as_str()))
+            .map(|model| acp::SessionConfigSelectOption::new(model.clone(), model.clone()))
             .collect();
         let mut efforts = vec![acp::SessionConfigSelectOption::new(
             EFFORT_DEFAULT,
@@ -64,7 +64,7 @@ impl Choices {
             acp::SessionConfigOption::select(MODE, "Approval mode", self.mode.as_str(), modes)
                 .description("Which tool calls run without asking.".to_string())
                 .category(acp::SessionConfigOptionCategory::Mode),
-            acp::SessionConfigOption::select(MODEL, "Model", self.model.as_str(), models)
+            acp::SessionConfigOption::select(MODEL, "Model", self.model.clone(), models)
                 .category(acp::SessionConfigOptionCategory::Model),
             acp::SessionConfigOption::select(
                 EFFORT,

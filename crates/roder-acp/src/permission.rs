@@ -32,7 +32,7 @@ pub(crate) fn request(
     if !diffs.is_empty() {
         fields = fields.content(diffs);
     }
-    let tool_call = acp::ToolCallUpdate::new(ask.call_id.as_str(), fields);
+    let tool_call = acp::ToolCallUpdate::new(ask.call_id.clone(), fields);
     let mut options = vec![acp::PermissionOption::new(
         ALLOW_ONCE,
         "Allow",
