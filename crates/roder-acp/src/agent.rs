@@ -243,7 +243,8 @@ impl Agent {
             acp::Error::resource_not_found(None)
                 .data(json!(format!("no session {session_id} in this Roder home")))
         })?;
-        let session = match self.sessions().get(session_id).cloned() {
+        let open = self.sessions().get(session_id).cloned();
+        let session = match open {
             Some(open) => open,
             None => self.register(&metadata, cwd.clone()),
         };

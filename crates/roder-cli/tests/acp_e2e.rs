@@ -71,13 +71,18 @@ async fn client(
         .env("FAKE_MODEL_KEY", "test-key")
         .env_remove("RODER_MODEL")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        // ACP_E2E_STDERR=1 shows the client's and the agent's stderr live.
+        .stderr(if std::env::var_os("ACP_E2E_STDERR").is_some() {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::piped()
+        })
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let output = tokio::time::timeout(Duration::from_secs(240), child.wait_with_output())
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
         .await
-        .expect("the client finishes within 240 s")
+        .expect("the client finishes within 180 s")
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -87,6 +92,7 @@ async fn client(
     );
     let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))
         .unwrap_or_else(|error| panic!("no summary ({error}) in:\n{stdout}\nstderr:\n{stderr}"));
+    eprintln!("{scenario}: {summary}");
     let written = std::fs::read_to_string(raw.path()).unwrap();
     let stdout_lines = written
         .lines()
