@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use agent_client_protocol_schema::v1 as acp;
 use agent_client_protocol_schema::MethodDispatchError;
+use agent_client_protocol_schema::v1 as acp;
 use roder_api::thread::ThreadMetadata;
 use roder_api::thread_tools::MCP_SERVERS;
 use roder_api::workdir::WorkdirRequest;
@@ -53,14 +53,13 @@ impl Agent {
 
     /// Answers one request.
     pub async fn handle(self: &Arc<Self>, method: &str, params: &Value) -> Answer {
-        let request =
-            acp::ClientRequest::from_method_and_params(method, params).map_err(|error| {
-                match error {
-                    MethodDispatchError::UnknownMethod { method } => acp::Error::method_not_found()
-                        .data(json!(format!("roder acp does not support {method}"))),
-                    other => acp::Error::invalid_params().data(json!(other.to_string())),
-                }
-            })?;
+        let request = acp::ClientRequest::from_method_and_params(method, params).map_err(
+            |error| match error {
+                MethodDispatchError::UnknownMethod { method } => acp::Error::method_not_found()
+                    .data(json!(format!("roder acp does not support {method}"))),
+                other => acp::Error::invalid_params().data(json!(other.to_string())),
+            },
+        )?;
         match request {
             acp::ClientRequest::InitializeRequest(request) => self.initialize(request),
             // No method is advertised: keys come from the environment.
@@ -166,7 +165,8 @@ impl Agent {
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(capabilities)
                 .agent_info(
-                    acp::Implementation::new("roder", env!("CARGO_PKG_VERSION")).title("Roder".to_string()),
+                    acp::Implementation::new("roder", env!("CARGO_PKG_VERSION"))
+                        .title("Roder".to_string()),
                 ),
         )
     }
@@ -239,10 +239,14 @@ impl Agent {
     ) -> Answer {
         let cwd = absolute(cwd)?;
         let servers = mcp_declaration(servers)?;
-        let metadata = self.runtime.thread_metadata(session_id).await.map_err(|_| {
-            acp::Error::resource_not_found(None)
-                .data(json!(format!("no session {session_id} in this Roder home")))
-        })?;
+        let metadata = self
+            .runtime
+            .thread_metadata(session_id)
+            .await
+            .map_err(|_| {
+                acp::Error::resource_not_found(None)
+                    .data(json!(format!("no session {session_id} in this Roder home")))
+            })?;
         let open = self.sessions().get(session_id).cloned();
         let session = match open {
             Some(open) => open,

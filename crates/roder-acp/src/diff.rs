@@ -47,7 +47,11 @@ pub(crate) fn texts_of_unified(diff: &str) -> (Option<String>, String) {
             }
         }
     }
-    let old = if creates && hunks == 1 { None } else { Some(old) };
+    let old = if creates && hunks == 1 {
+        None
+    } else {
+        Some(old)
+    };
     (old, new)
 }
 

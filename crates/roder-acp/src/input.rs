@@ -49,7 +49,9 @@ pub(crate) fn turn_input(blocks: &[acp::ContentBlock]) -> Result<TurnInput, Stri
                 _ => return Err("this kind of embedded resource is not supported".into()),
             },
             acp::ContentBlock::Audio(_) => {
-                return Err("audio prompts are not supported (promptCapabilities.audio is false)".into());
+                return Err(
+                    "audio prompts are not supported (promptCapabilities.audio is false)".into(),
+                );
             }
             _ => return Err("this kind of content block is not supported".into()),
         }
@@ -113,9 +115,12 @@ mod tests {
 
     #[test]
     fn audio_binary_resources_and_empty_prompts_are_refused() {
-        let audio = blocks(serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA"}]));
+        let audio =
+            blocks(serde_json::json!([{"type": "audio", "mimeType": "audio/wav", "data": "AA"}]));
         assert!(turn_input(&audio).unwrap_err().contains("audio"));
-        let blob = blocks(serde_json::json!([{"type": "resource", "resource": {"uri": "file:///x.bin", "blob": "AA", "mimeType": "application/zip"}}]));
+        let blob = blocks(
+            serde_json::json!([{"type": "resource", "resource": {"uri": "file:///x.bin", "blob": "AA", "mimeType": "application/zip"}}]),
+        );
         assert!(turn_input(&blob).unwrap_err().contains("not supported"));
         assert!(turn_input(&[]).is_err());
     }

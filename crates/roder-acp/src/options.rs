@@ -50,15 +50,14 @@ impl Choices {
             .iter()
             .map(|model| acp::SessionConfigSelectOption::new(model.clone(), model.clone()))
             .collect();
-        let mut efforts = vec![acp::SessionConfigSelectOption::new(
-            EFFORT_DEFAULT,
-            "Configured",
-        )
-        .description("The effort config.toml sets (reasoning_effort).".to_string())];
+        let mut efforts = vec![
+            acp::SessionConfigSelectOption::new(EFFORT_DEFAULT, "Configured")
+                .description("The effort config.toml sets (reasoning_effort).".to_string()),
+        ];
         efforts.extend(
-            EFFORTS
-                .iter()
-                .map(|effort| acp::SessionConfigSelectOption::new(effort.as_str(), effort.as_str())),
+            EFFORTS.iter().map(|effort| {
+                acp::SessionConfigSelectOption::new(effort.as_str(), effort.as_str())
+            }),
         );
         vec![
             acp::SessionConfigOption::select(MODE, "Approval mode", self.mode.as_str(), modes)

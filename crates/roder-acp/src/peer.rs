@@ -95,7 +95,10 @@ impl Peer {
         let Some(id) = id.as_i64() else {
             return false;
         };
-        let waiting = self.pending().as_mut().and_then(|pending| pending.remove(&id));
+        let waiting = self
+            .pending()
+            .as_mut()
+            .and_then(|pending| pending.remove(&id));
         match waiting {
             Some(waiting) => {
                 let _ = waiting.send(answer);
@@ -110,9 +113,7 @@ impl Peer {
         self.pending().take();
     }
 
-    fn pending(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<HashMap<i64, oneshot::Sender<Answer>>>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Option<HashMap<i64, oneshot::Sender<Answer>>>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -139,24 +139,50 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .map(|o| (o["optionId"].as_str().unwrap().into(), o["name"].as_str().unwrap().into()))
+            .map(|o| {
+                (
+                    o["optionId"].as_str().unwrap().into(),
+                    o["name"].as_str().unwrap().into(),
+                )
+            })
             .collect();
-        assert_eq!(options[1], ("allow_always".into(), "Always allow `cargo test`".into()));
+        assert_eq!(
+            options[1],
+            ("allow_always".into(), "Always allow `cargo test`".into())
+        );
         assert_eq!(options.len(), 4);
         let opaque = serde_json::to_value(request("s", &ask(&[]), vec![])).unwrap();
         assert_eq!(opaque["options"].as_array().unwrap().len(), 2);
 
         let selected = |id: &str| Ok(json!({"outcome": {"outcome": "selected", "optionId": id}}));
-        assert_eq!(decision(selected("allow_once")).decision, ApprovalDecision::AllowOnce);
-        assert_eq!(decision(selected("allow_always")).decision, ApprovalDecision::AllowAlways);
-        assert_eq!(decision(selected("reject_once")).decision, ApprovalDecision::Reject);
-        assert_eq!(decision(selected("reject_always")).decision, ApprovalDecision::RejectAlways);
-        assert_eq!(decision(selected("other")).decision, ApprovalDecision::Reject);
+        assert_eq!(
+            decision(selected("allow_once")).decision,
+            ApprovalDecision::AllowOnce
+        );
+        assert_eq!(
+            decision(selected("allow_always")).decision,
+            ApprovalDecision::AllowAlways
+        );
+        assert_eq!(
+            decision(selected("reject_once")).decision,
+            ApprovalDecision::Reject
+        );
+        assert_eq!(
+            decision(selected("reject_always")).decision,
+            ApprovalDecision::RejectAlways
+        );
+        assert_eq!(
+            decision(selected("other")).decision,
+            ApprovalDecision::Reject
+        );
         assert_eq!(
             decision(Ok(json!({"outcome": {"outcome": "cancelled"}}))).decision,
             ApprovalDecision::RejectAndStop
         );
-        assert_eq!(decision(Ok(json!("junk"))).decision, ApprovalDecision::Reject);
+        assert_eq!(
+            decision(Ok(json!("junk"))).decision,
+            ApprovalDecision::Reject
+        );
         assert_eq!(
             decision(Err(acp::Error::method_not_found())).decision,
             ApprovalDecision::Reject

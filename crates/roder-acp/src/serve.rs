@@ -58,10 +58,7 @@ where
     agent.shutdown().await;
     peer.close();
     // Prompts answer `cancelled` as their turns end; then the rest stops.
-    let _ = tokio::time::timeout(DRAIN, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
     tasks.abort_all();
     drop(agent);
     drop(peer);
@@ -117,8 +114,9 @@ async fn receive(agent: &Arc<Agent>, peer: &Arc<Peer>, bytes: &[u8], tasks: &mut
             }
         }
         (None, id) => {
-            let error = acp::Error::invalid_request()
-                .data(json!("a message needs a method (or a result or error answering ours)"));
+            let error = acp::Error::invalid_request().data(json!(
+                "a message needs a method (or a result or error answering ours)"
+            ));
             peer.respond(&id.unwrap_or(Value::Null), Err(error)).await;
         }
     }

@@ -90,8 +90,7 @@ impl Agent {
                 }
             };
             for envelope in batch {
-                if envelope.thread_id != session.id
-                    || envelope.turn_id.as_deref() != Some(turn_id)
+                if envelope.thread_id != session.id || envelope.turn_id.as_deref() != Some(turn_id)
                 {
                     continue;
                 }
@@ -156,7 +155,8 @@ fn stop_reason(event: &RoderEvent) -> Option<Result<acp::StopReason, acp::Error>
         // model requests).
         RoderEvent::TurnDeadlineExceeded(_) => Ok(acp::StopReason::MaxTurnRequests),
         RoderEvent::TurnFailed(failed) => {
-            Err(acp::Error::internal_error().data(json!(format!("the turn failed: {}", failed.error))))
+            Err(acp::Error::internal_error()
+                .data(json!(format!("the turn failed: {}", failed.error))))
         }
         _ => return None,
     })

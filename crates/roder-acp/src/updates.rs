@@ -94,10 +94,12 @@ impl Translator {
                 }
                 let (old, new) = texts_of_unified(&change.diff);
                 call.diffs.push(diff(&path, old, new));
-                vec![acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-                    change.call_id.clone(),
-                    acp::ToolCallUpdateFields::new().content(call.diffs.clone()),
-                ))]
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        change.call_id.clone(),
+                        acp::ToolCallUpdateFields::new().content(call.diffs.clone()),
+                    ),
+                )]
             }
             RoderEvent::ToolCallCompleted(completed) => self.completed(completed),
             RoderEvent::UsageUpdated(usage) => match self.window {
@@ -178,10 +180,12 @@ impl Translator {
         }
         let call = self.calls.entry(call_id.to_string()).or_default();
         call.diffs = preview.files.iter().map(file_diff).collect();
-        Some(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-            call_id.to_string(),
-            acp::ToolCallUpdateFields::new().content(call.diffs.clone()),
-        )))
+        Some(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(
+                call_id.to_string(),
+                acp::ToolCallUpdateFields::new().content(call.diffs.clone()),
+            ),
+        ))
     }
 
     /// The call's diffs so far (for a permission request's tool call).
@@ -234,13 +238,15 @@ impl Translator {
             };
             content.push(acp::ToolCallContent::from(text_block(&text)));
         }
-        vec![acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-            id,
-            acp::ToolCallUpdateFields::new()
-                .status(status)
-                .content(content)
-                .raw_output(raw_output),
-        ))]
+        vec![acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(
+                id,
+                acp::ToolCallUpdateFields::new()
+                    .status(status)
+                    .content(content)
+                    .raw_output(raw_output),
+            ),
+        )]
     }
 }
 
@@ -351,7 +357,11 @@ fn is_diff_of(content: &acp::ToolCallContent, path: &Path) -> bool {
 }
 
 fn fenced(output: &str) -> String {
-    let fence = if output.contains("```") { "````" } else { "```" };
+    let fence = if output.contains("```") {
+        "````"
+    } else {
+        "```"
+    };
     format!("{fence}\n{}\n{fence}", output.trim_end_matches('\n'))
 }
 
@@ -388,7 +398,11 @@ mod tests {
         assert_eq!(announced["toolCallId"], "c1");
         assert_eq!(announced["kind"], "edit");
         // Pending is the schema's default, which it leaves off the wire.
-        assert!(announced.get("status").is_none_or(|status| status == "pending"));
+        assert!(
+            announced
+                .get("status")
+                .is_none_or(|status| status == "pending")
+        );
         assert_eq!(announced["locations"][0]["path"], "/w/a.txt");
         assert_eq!(announced["rawInput"]["content"], "hi");
         let preview = CallPreview::for_files(vec![FilePreview {
@@ -454,8 +468,7 @@ mod tests {
     #[test]
     fn commands_use_the_terminal_extension_when_asked() {
         let mut translator = Translator::new(Source::Live, "/w".into(), true, None);
-        let announced =
-            translator.translate(&requested(r#"{"cmd":"make"}"#, ToolEffects::EXECUTE));
+        let announced = translator.translate(&requested(r#"{"cmd":"make"}"#, ToolEffects::EXECUTE));
         let announced = wire(&announced[0]);
         assert_eq!(announced["title"], "Run `make`");
         assert_eq!(announced["content"][0]["type"], "terminal");

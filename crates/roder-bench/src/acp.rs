@@ -187,8 +187,11 @@ async fn first_chunks() -> anyhow::Result<(f64, f64)> {
         roder_acp::AcpOptions::default(),
     ));
     let mut acp = Client::new(ours);
-    acp.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))
-        .await?;
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await?;
     let session = acp
         .call(
             "session/new",
@@ -300,7 +303,11 @@ async fn load_thread() -> anyhow::Result<f64> {
     let mut samples = Vec::new();
     for _ in 0..LOADS {
         // A runtime that never ran the thread, as a new process would be.
-        let runtime = runtime(ScriptedEngine::new(Vec::new()), store.path(), workspace.path())?;
+        let runtime = runtime(
+            ScriptedEngine::new(Vec::new()),
+            store.path(),
+            workspace.path(),
+        )?;
         let (ours, theirs) = tokio::io::duplex(PIPE);
         let (server_read, server_write) = tokio::io::split(theirs);
         let server = tokio::spawn(roder_acp::serve_stdio(
@@ -311,7 +318,10 @@ async fn load_thread() -> anyhow::Result<f64> {
         ));
         let mut client = Client::new(ours);
         client
-            .call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
             .await?;
         let started = Instant::now();
         let id = client

@@ -141,9 +141,18 @@ async fn every_method_prompt_content_and_garbage_lines() {
     // The prompt's blocks reached the model as one message and an image.
     let body = model.model_requests()[0].body.to_string();
     assert!(body.contains("say hello"), "{body}");
-    assert!(body.contains("PLAN-TEXT") && body.contains("file:///notes/plan.md"), "{body}");
-    assert!(body.contains("[@extra.md](file:///notes/extra.md)"), "{body}");
-    assert!(body.contains("data:image/png;base64,iVBORw0KGgo="), "{body}");
+    assert!(
+        body.contains("PLAN-TEXT") && body.contains("file:///notes/plan.md"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[@extra.md](file:///notes/extra.md)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("data:image/png;base64,iVBORw0KGgo="),
+        "{body}"
+    );
     // The effort chosen in the session reached the request.
     assert!(body.contains("high"), "{body}");
     // Each garbage line got its error; nothing else failed.
