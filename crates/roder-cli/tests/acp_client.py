@@ -92,7 +92,7 @@ def text_of(updates: list[dict]) -> str:
 
 async def start(args: argparse.Namespace, editor: Editor, wire: list):
     command = f'exec "$0" acp "$@" | tee "{args.raw}"'
-    extra = ["--runner", args.runner] if args.runner else []
+    extra = ["--runner", args.runner] if args.runner else (["--worktree"] if args.worktree else [])
     return spawn_agent_process(
         editor,
         "sh",
@@ -266,7 +266,8 @@ async def mcp(args, editor, conn, process, summary):
     summary["output"] = finals[0].get("rawOutput", {}).get("output", "") if finals else ""
 
 
-async def docker(args, editor, conn, process, summary):
+async def sandboxed(args, editor, conn, process, summary):
+    """A session whose tools run elsewhere (`--runner` or `--worktree`)."""
     await initialize(conn, editor)
     sid = (await conn.new_session(cwd=args.workspace, mcp_servers=[])).session_id
     await conn.set_session_mode(session_id=sid, mode_id="bypass")
@@ -279,7 +280,7 @@ async def docker(args, editor, conn, process, summary):
 
 
 SCENARIOS = {"basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
-             "mcp": mcp, "docker": docker}
+             "mcp": mcp, "sandboxed": sandboxed}
 
 
 async def main() -> int:
@@ -290,6 +291,7 @@ async def main() -> int:
     parser.add_argument("--raw", required=True)
     parser.add_argument("--session")
     parser.add_argument("--runner")
+    parser.add_argument("--worktree", action="store_true")
     parser.add_argument("--mcp-command")
     args = parser.parse_args()
     editor = Editor("allow_once")

@@ -3,7 +3,7 @@
 //! `.ci/run`) as the editor, against the fake model server: every method,
 //! approvals answered in the editor, cancel while a permission request is
 //! open, `session/load` in a new process, an editor-declared MCP server, a
-//! docker-runner session, garbage lines, and stdout holding only JSON-RPC
+//! docker-runner session, a worktree session, garbage lines, and stdout holding only JSON-RPC
 //! (checked line by line on a `tee` of it).
 //!
 //! The scenarios live in `acp_client.py`; each test sets up the model's
@@ -313,7 +313,7 @@ async fn a_docker_runner_session_runs_its_commands_in_a_container() {
     let workspace = tempfile::tempdir().unwrap();
     let run = client(
         &python,
-        "docker",
+        "sandboxed",
         home.path(),
         workspace.path(),
         &["--runner", "box"],
@@ -323,6 +323,51 @@ async fn a_docker_runner_session_runs_its_commands_in_a_container() {
     assert!(output.contains("in-a-container"), "{}", run.summary);
     assert!(!workspace.path().join("made-inside").exists());
     assert!(!containers.list().await.is_empty(), "no container was made");
+}
+
+#[tokio::test]
+async fn a_worktree_session_leaves_the_checkout_untouched() {
+    let Some(python) = sdk_python() else { return };
+    let repository = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repository.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repository.path().join("README"), "hi\n").unwrap();
+    git(&["add", "README"]);
+    git(&["commit", "-qm", "first"]);
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-where",
+        "exec_command",
+        r#"{"cmd":"pwd; touch made-inside"}"#,
+    )]));
+    model.push(ChatStream::text_reply("checked"));
+    let home = home_with(&model, "");
+    let run = client(
+        &python,
+        "sandboxed",
+        home.path(),
+        repository.path(),
+        &["--worktree"],
+    )
+    .await;
+    let output = run.summary["output"].as_str().unwrap();
+    let under = |home: &Path| output.contains(&home.join("worktrees").display().to_string());
+    assert!(
+        under(home.path()) || under(&std::fs::canonicalize(home.path()).unwrap()),
+        "{output} is not under the home's worktrees"
+    );
+    assert!(!repository.path().join("made-inside").exists());
 }
 
 fn which(program: &str) -> String {
