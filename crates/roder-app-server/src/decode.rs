@@ -25,6 +25,10 @@ pub(crate) enum Incoming {
 
 /// Parses one message: a response (an object with an `id`, no `method`, and
 /// a `result` or an `error`) or a request ([`parse_request`]).
+// A rejection carries a JSON value; with serde_json's `preserve_order`
+// (which `roder-acp`'s schema crate turns on workspace-wide) a `Value` is
+// larger. Rejections are the cold path: not worth boxing.
+#[allow(clippy::result_large_err)]
 pub(crate) fn parse_message(text: &str) -> Result<Incoming, Rejected> {
     let value: Value = serde_json::from_str(text).map_err(|error| Rejected {
         id: None,
@@ -49,6 +53,8 @@ pub(crate) fn parse_message(text: &str) -> Result<Incoming, Rejected> {
 /// Parses one message: -32700 when it is not JSON, -32600 when it is not a
 /// single JSON-RPC 2.0 request object.
 #[cfg(test)]
+// See `parse_message`: a larger `Value` under `preserve_order`.
+#[allow(clippy::result_large_err)]
 pub(crate) fn parse_request(text: &str) -> Result<JsonRpcRequest, Rejected> {
     let value: Value = serde_json::from_str(text).map_err(|error| Rejected {
         id: None,
@@ -57,6 +63,10 @@ pub(crate) fn parse_request(text: &str) -> Result<JsonRpcRequest, Rejected> {
     request_of(value)
 }
 
+// A rejection carries a JSON value; with serde_json's `preserve_order`
+// (which `roder-acp`'s schema crate turns on workspace-wide) a `Value` is
+// larger. Rejections are the cold path: not worth boxing.
+#[allow(clippy::result_large_err)]
 fn request_of(value: Value) -> Result<JsonRpcRequest, Rejected> {
     let id = match &value {
         Value::Object(object) => object

@@ -1,10 +1,12 @@
-//! Newline-delimited framing for stdio, bounded: a line longer than the
-//! limit is skipped as it streams past instead of being buffered whole.
+//! Newline-delimited framing for stdio (shared with `roder-acp`), bounded:
+//! a line longer than the limit is skipped as it streams past instead of
+//! being buffered whole.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
+/// What [`read_frame`] read.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Frame {
+pub enum Frame {
     /// One line, without its `\n` (or `\r\n`).
     Line(Vec<u8>),
     /// A line of this many bytes, over the limit, already skipped.
@@ -14,7 +16,7 @@ pub(crate) enum Frame {
 
 /// Reads the next line of at most `max` bytes. A last line without a
 /// trailing newline still counts.
-pub(crate) async fn read_frame<R: AsyncBufRead + Unpin>(
+pub async fn read_frame<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     max: usize,
 ) -> std::io::Result<Frame> {

@@ -35,7 +35,7 @@ mod convert;
 mod decode;
 pub mod error;
 pub mod follow;
-mod framing;
+pub mod framing;
 mod handlers;
 mod methods;
 pub mod protocol;

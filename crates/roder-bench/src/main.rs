@@ -5,6 +5,7 @@
 //! same run, because these machines are shared and noisy.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod acp;
 mod app_server;
 mod approvals;
 mod big_message;
@@ -46,6 +47,7 @@ const BENCHES: &[&str] = &[
     "traces",
     "web",
     "profiles",
+    "acp",
 ];
 
 #[tokio::main]
@@ -80,6 +82,7 @@ async fn main() -> anyhow::Result<()> {
             "traces" => traces::run().await.context("traces")?,
             "web" => web::run().await.context("web")?,
             "profiles" => profiles::run().await.context("profiles")?,
+            "acp" => acp::run().await.context("acp")?,
             other => anyhow::bail!(
                 "unknown benchmark \"{other}\" (available: {})",
                 BENCHES.join(", ")

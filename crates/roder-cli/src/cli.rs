@@ -66,6 +66,10 @@ pub enum Command {
         #[command(subcommand)]
         command: ProfilesCommand,
     },
+    /// Serve Roder as an Agent Client Protocol agent on stdio, for editors
+    /// (Zed, JetBrains IDEs, ...): one session per thread, approvals asked
+    /// in the editor.
+    Acp(AcpArgs),
     /// The effective configuration, or a starter config.toml.
     Config {
         #[command(subcommand)]
@@ -222,6 +226,18 @@ pub struct McpServerArgs {
     /// The workspace of tasks that name none.
     #[arg(long, short = 'C')]
     pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    /// Run each new session's tools in the runner named in config
+    /// ([runners.NAME], e.g. a docker sandbox).
+    #[arg(long, conflicts_with = "worktree")]
+    pub runner: Option<String>,
+    /// Give each new session a fresh git worktree of the repository holding
+    /// its directory (the editor's checkout is untouched).
+    #[arg(long)]
+    pub worktree: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -394,18 +394,7 @@ pub(crate) async fn create_thread(
         .as_ref()
         .or(profile.as_ref().and_then(|profile| profile.runner.as_ref()));
     if let Some(name) = runner {
-        let entry = settings.runners.get(name).ok_or_else(|| {
-            anyhow::anyhow!(
-                "runner \"{name}\" is not configured (configured: {}); add a [runners.{name}] table with provider and config",
-                settings.runners.keys().cloned().collect::<Vec<_>>().join(", ")
-            )
-        })?;
-        request.runner = Some(ThreadRunnerSelection {
-            provider_id: entry.provider.clone(),
-            config: serde_json::to_value(&entry.config)?,
-            workspace: runner_workspace(name, entry)?.display().to_string(),
-            read_roots: Vec::new(),
-        });
+        request.runner = Some(runner_selection(settings, name)?);
     }
     let Some(profile) = profile else {
         return Ok(runtime.create_thread_with(request).await?.thread_id);
@@ -448,6 +437,26 @@ fn profile_mcp_servers(settings: &Settings, profile: &ProfileSnapshot) -> anyhow
             .map_err(|error| anyhow::anyhow!("profile {}: {error}", profile.canonical))?,
     );
     Ok(settings)
+}
+
+/// The runner configured as `[runners.NAME]`, for a new thread (`roder
+/// exec --runner`, `roder acp --runner`).
+pub(crate) fn runner_selection(
+    settings: &Settings,
+    name: &str,
+) -> anyhow::Result<ThreadRunnerSelection> {
+    let entry = settings.runners.get(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "runner \"{name}\" is not configured (configured: {}); add a [runners.{name}] table with provider and config",
+            settings.runners.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    Ok(ThreadRunnerSelection {
+        provider_id: entry.provider.clone(),
+        config: serde_json::to_value(&entry.config)?,
+        workspace: runner_workspace(name, entry)?.display().to_string(),
+        read_roots: Vec::new(),
+    })
 }
 
 /// The workspace path inside a runner: its config's `working_dir`, `workdir`

@@ -4,6 +4,7 @@
 // Stdout goes through `stdout.rs`, which handles a reader that went away.
 #![deny(clippy::print_stdout)]
 
+mod acp_cmd;
 mod app_server_cmd;
 mod cli;
 mod config;
@@ -159,6 +160,7 @@ async fn run(command: Command, settings: config::Settings) -> anyhow::Result<Exi
         Command::Exec(exec) => exec::run(&settings, exec.args).await,
         Command::AppServer(args) => app_server_cmd::run(&settings, args).await,
         Command::McpServer(args) => mcp_server_cmd::run(&settings, args).await,
+        Command::Acp(args) => acp_cmd::run(&settings, args).await,
         Command::Threads {
             command: ThreadsCommand::List,
         } => threads_cmd::list(&settings).await,

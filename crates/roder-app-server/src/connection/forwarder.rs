@@ -296,13 +296,13 @@ impl Forwarder {
             Err(TrySendError::Full(_)) => return self.drop_subscriptions("its queue").await,
             Err(TrySendError::Closed(_)) => return Err(Gone),
         }
-        match self
-            .approvals(envelope)
-            .map(|message| self.outgoing.try_send(message))
-        {
-            None | Some(Ok(())) => Ok(()),
-            Some(Err(TrySendError::Full(_))) => self.drop_subscriptions("its queue").await,
-            Some(Err(TrySendError::Closed(_))) => Err(Gone),
+        let Some(message) = self.approvals(envelope) else {
+            return Ok(());
+        };
+        match self.outgoing.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => self.drop_subscriptions("its queue").await,
+            Err(TrySendError::Closed(_)) => Err(Gone),
         }
     }
 

@@ -1,0 +1,381 @@
+//! `roder acp` driven by the official ACP Python SDK (PyPI
+//! `agent-client-protocol`, in `~/.cache/roder-ci/venv-acp`, installed by
+//! `.ci/run`) as the editor, against the fake model server: every method,
+//! approvals answered in the editor, cancel while a permission request is
+//! open, `session/load` in a new process, an editor-declared MCP server, a
+//! docker-runner session, a worktree session, garbage lines, and stdout holding only JSON-RPC
+//! (checked line by line on a `tee` of it).
+//!
+//! The scenarios live in `acp_client.py`; each test sets up the model's
+//! script and the home, runs one scenario and checks what it reports.
+
+mod docker_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use serde_json::{Value, json};
+use support::{installed, write_config};
+
+/// The venv `.ci/run` makes, with the SDK in it.
+fn sdk_python() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let python = Path::new(&home).join(".cache/roder-ci/venv-acp/bin/python");
+    let python_text = python.display().to_string();
+    installed(
+        &python_text,
+        &["-c", "import acp"],
+        "python3 -m venv ~/.cache/roder-ci/venv-acp && ~/.cache/roder-ci/venv-acp/bin/pip install agent-client-protocol==0.12.1",
+    )
+    .then_some(python)
+}
+
+fn home_with(model: &FakeModelServer, extra: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), model, None);
+    let path = home.path().join("config.toml");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    config.push_str(extra);
+    std::fs::write(path, config).unwrap();
+    home
+}
+
+/// What one run of the client reported, and every line `roder acp` wrote
+/// on stdout.
+struct Run {
+    summary: Value,
+    stdout_lines: Vec<Value>,
+}
+
+async fn client(
+    python: &Path,
+    scenario: &str,
+    home: &Path,
+    workspace: &Path,
+    extra: &[&str],
+) -> Run {
+    let raw = tempfile::NamedTempFile::new().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_client.py");
+    let child = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(scenario)
+        .args(["--roder", env!("CARGO_BIN_EXE_roder")])
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("--raw")
+        .arg(raw.path())
+        .args(extra)
+        .env("RODER_HOME", home)
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env_remove("RODER_MODEL")
+        .stdout(std::process::Stdio::piped())
+        // ACP_E2E_STDERR=1 shows the client's and the agent's stderr live.
+        .stderr(if std::env::var_os("ACP_E2E_STDERR").is_some() {
+            std::process::Stdio::inherit()
+        } else {
+            std::process::Stdio::piped()
+        })
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the client finishes within 180 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{scenario} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}"))
+        .unwrap_or_else(|error| panic!("no summary ({error}) in:\n{stdout}\nstderr:\n{stderr}"));
+    eprintln!("{scenario}: {summary}");
+    let written = std::fs::read_to_string(raw.path()).unwrap();
+    let stdout_lines = written
+        .lines()
+        .map(|line| {
+            let message: Value = serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("a stdout line is not JSON ({error}): {line:?}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            assert!(
+                message.get("method").is_some()
+                    || message.get("result").is_some()
+                    || message.get("error").is_some(),
+                "not a JSON-RPC message: {line}"
+            );
+            message
+        })
+        .collect();
+    Run {
+        summary,
+        stdout_lines,
+    }
+}
+
+fn error_codes(lines: &[Value]) -> Vec<(Value, i64)> {
+    lines
+        .iter()
+        .filter_map(|line| Some((line["id"].clone(), line["error"]["code"].as_i64()?)))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_method_prompt_content_and_garbage_lines() {
+    let Some(python) = sdk_python() else { return };
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(
+        ChatStream::new()
+            .reasoning("pondering")
+            .text("Hello from roder")
+            .finish("stop")
+            .usage(120, 8)
+            .done(),
+    );
+    let home = home_with(&model, "context_window = 100000\n");
+    let workspace = tempfile::tempdir().unwrap();
+    let run = client(&python, "basics", home.path(), workspace.path(), &[]).await;
+
+    // The prompt's blocks reached the model as one message and an image.
+    let body = model.model_requests()[0].body.to_string();
+    assert!(body.contains("say hello"), "{body}");
+    assert!(
+        body.contains("PLAN-TEXT") && body.contains("file:///notes/plan.md"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[@extra.md](file:///notes/extra.md)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("data:image/png;base64,iVBORw0KGgo="),
+        "{body}"
+    );
+    // The effort chosen in the session reached the request.
+    assert_eq!(model.model_requests()[0].body["reasoning_effort"], "high");
+    // Each garbage line got its error; nothing else failed.
+    let errors = error_codes(&run.stdout_lines);
+    assert!(errors.contains(&(Value::Null, -32700)), "{errors:?}");
+    assert!(errors.contains(&(Value::Null, -32600)), "{errors:?}");
+    assert!(errors.contains(&(json!("garbage-1"), -32601)), "{errors:?}");
+    assert!(
+        run.summary["afterClose"].as_str().is_some(),
+        "{}",
+        run.summary
+    );
+}
+
+#[tokio::test]
+async fn an_edit_is_announced_then_asked_allowed_written_and_rejected_not() {
+    let Some(python) = sdk_python() else { return };
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-allow",
+        "write_file",
+        r#"{"path":"allowed.txt","content":"allowed\n"}"#,
+    )]));
+    model.push(ChatStream::text_reply("wrote it"));
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-reject",
+        "write_file",
+        r#"{"path":"rejected.txt","content":"rejected\n"}"#,
+    )]));
+    model.push(ChatStream::text_reply("fine"));
+    let home = home_with(&model, "");
+    let workspace = tempfile::tempdir().unwrap();
+    let run = client(&python, "approvals", home.path(), workspace.path(), &[]).await;
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("allowed.txt")).unwrap(),
+        "allowed\n"
+    );
+    assert!(!workspace.path().join("rejected.txt").exists());
+    assert_eq!(
+        run.summary["finals"],
+        json!({"call-allow": "completed", "call-reject": "failed"})
+    );
+    let allow_always = run.summary["options"]["allow_always"].as_str().unwrap();
+    assert!(allow_always.contains("allowed.txt"), "{allow_always}");
+    // The rejection reached the model.
+    let last = model.model_requests()[3].body.to_string();
+    assert!(last.contains("rejected"), "{last}");
+}
+
+#[tokio::test]
+async fn cancel_with_a_permission_open_ends_cancelled_and_the_next_prompt_works() {
+    let Some(python) = sdk_python() else { return };
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-touch",
+        "exec_command",
+        r#"{"cmd":"touch cancelled.txt"}"#,
+    )]));
+    model.push(ChatStream::text_reply("still here"));
+    let home = home_with(&model, "");
+    let workspace = tempfile::tempdir().unwrap();
+    client(&python, "cancel", home.path(), workspace.path(), &[]).await;
+    assert!(!workspace.path().join("cancelled.txt").exists());
+    assert_eq!(model.model_requests().len(), 2);
+}
+
+#[tokio::test]
+async fn session_load_in_a_new_process_replays_calls_and_diffs_before_answering() {
+    let Some(python) = sdk_python() else { return };
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-keep",
+        "write_file",
+        r#"{"path":"kept.txt","content":"kept\n"}"#,
+    )]));
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-echo",
+        "exec_command",
+        r#"{"cmd":"echo replayed-output"}"#,
+    )]));
+    model.push(ChatStream::text_reply("all done"));
+    model.push(ChatStream::text_reply("loaded and listening"));
+    let home = home_with(&model, "");
+    let workspace = tempfile::tempdir().unwrap();
+    let first = client(&python, "write", home.path(), workspace.path(), &[]).await;
+    let session = first.summary["sessionId"].as_str().unwrap().to_string();
+    let second = client(
+        &python,
+        "load",
+        home.path(),
+        workspace.path(),
+        &["--session", &session],
+    )
+    .await;
+    let replayed = second.summary["replayed"].as_array().unwrap();
+    assert_eq!(replayed[0], "user_message_chunk", "{replayed:?}");
+    // The command's output was replayed with its call.
+    let text = second
+        .stdout_lines
+        .iter()
+        .map(Value::to_string)
+        .collect::<String>();
+    assert!(text.contains("replayed-output"));
+}
+
+#[tokio::test]
+async fn an_mcp_server_the_editor_declares_is_used_by_the_model() {
+    let Some(python) = sdk_python() else { return };
+    if !installed(
+        "mcp-server-time",
+        &["--help"],
+        "pip install mcp-server-time",
+    ) {
+        return;
+    }
+    let command = which("mcp-server-time");
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-time",
+        "mcp__time__get_current_time",
+        r#"{"timezone":"UTC"}"#,
+    )]));
+    model.push(ChatStream::text_reply("it is late"));
+    // A host MCP server starts only where commands run unconfined.
+    let home = home_with(&model, "\n[sandbox]\nmode = \"none\"\n");
+    let workspace = tempfile::tempdir().unwrap();
+    let run = client(
+        &python,
+        "mcp",
+        home.path(),
+        workspace.path(),
+        &["--mcp-command", &command],
+    )
+    .await;
+    let output = run.summary["output"].as_str().unwrap();
+    assert!(output.contains("UTC"), "{output}");
+    assert!(output.contains("datetime"), "{output}");
+}
+
+#[tokio::test]
+async fn a_docker_runner_session_runs_its_commands_in_a_container() {
+    let Some(python) = sdk_python() else { return };
+    let Some(containers) = docker_support::docker_or_skip("acp docker runner").await else {
+        return;
+    };
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-where",
+        "exec_command",
+        r#"{"cmd":"test -f /.dockerenv && echo in-a-container; touch made-inside"}"#,
+    )]));
+    model.push(ChatStream::text_reply("checked"));
+    let home = docker_support::home_with_docker_runner(
+        &model.openai_base_url(),
+        &containers,
+        r#"cleanup = "delete-on-close""#,
+    );
+    let workspace = tempfile::tempdir().unwrap();
+    let run = client(
+        &python,
+        "sandboxed",
+        home.path(),
+        workspace.path(),
+        &["--runner", "box"],
+    )
+    .await;
+    let output = run.summary["output"].as_str().unwrap();
+    assert!(output.contains("in-a-container"), "{}", run.summary);
+    assert!(!workspace.path().join("made-inside").exists());
+    assert!(!containers.list().await.is_empty(), "no container was made");
+}
+
+#[tokio::test]
+async fn a_worktree_session_leaves_the_checkout_untouched() {
+    let Some(python) = sdk_python() else { return };
+    let repository = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repository.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repository.path().join("README"), "hi\n").unwrap();
+    git(&["add", "README"]);
+    git(&["commit", "-qm", "first"]);
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-where",
+        "exec_command",
+        r#"{"cmd":"pwd; touch made-inside"}"#,
+    )]));
+    model.push(ChatStream::text_reply("checked"));
+    let home = home_with(&model, "");
+    let run = client(
+        &python,
+        "sandboxed",
+        home.path(),
+        repository.path(),
+        &["--worktree"],
+    )
+    .await;
+    let output = run.summary["output"].as_str().unwrap();
+    let under = |home: &Path| output.contains(&home.join("worktrees").display().to_string());
+    assert!(
+        under(home.path()) || under(&std::fs::canonicalize(home.path()).unwrap()),
+        "{output} is not under the home's worktrees"
+    );
+    assert!(!repository.path().join("made-inside").exists());
+}
+
+fn which(program: &str) -> String {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+        .display()
+        .to_string()
+}
