@@ -61,7 +61,10 @@ pub struct Resolver {
     workspace: Option<PathBuf>,
     default_profile: Option<String>,
     cache: Option<ArchiveCache>,
-    client: reqwest::Client,
+    /// Built once; building fails only where TLS cannot be set up (a
+    /// static binary on a machine with no CA store), which is said when an
+    /// archive is fetched, never a panic at start.
+    client: Result<reqwest::Client, String>,
 }
 
 impl Resolver {
@@ -81,8 +84,16 @@ impl Resolver {
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .timeout(std::time::Duration::from_secs(60))
                 .build()
-                .unwrap_or_default(),
+                .map_err(|error| error.to_string()),
         }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, ProfileError> {
+        self.client.as_ref().map_err(|error| {
+            ProfileError::Fetch(format!(
+                "cannot make an HTTP client to fetch profile archives: {error}"
+            ))
+        })
     }
 
     /// Also look in `workspace/.roder/profiles`.
@@ -168,7 +179,7 @@ impl Resolver {
                         "fetching a profile archive needs a cache directory (RODER_HOME)".into(),
                     )
                 })?;
-                let (bytes, outcome) = fetch::fetch(&self.client, &cache, url, reference).await?;
+                let (bytes, outcome) = fetch::fetch(self.http()?, &cache, url, reference).await?;
                 Ok((
                     Pending {
                         reference: reference.clone(),
