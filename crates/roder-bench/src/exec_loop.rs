@@ -22,9 +22,9 @@ use crate::figure::{median, print};
 const STEPS: usize = 50;
 const REPEATS: usize = 5;
 
-struct Sample {
-    wall_ms: f64,
-    cpu_ms: f64,
+pub(crate) struct Sample {
+    pub(crate) wall_ms: f64,
+    pub(crate) cpu_ms: f64,
     /// `roder`'s peak RSS in KiB, when GNU time is installed.
     peak_kib: Option<u64>,
 }
@@ -92,7 +92,9 @@ pub async fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn exec(
+/// One `roder exec` of `steps` scripted `exec_command true` calls (also the
+/// `traces` bench's step).
+pub(crate) async fn exec(
     roder: &PathBuf,
     server: &FakeModelServer,
     home: &std::path::Path,
@@ -127,6 +129,10 @@ async fn exec(
         .current_dir(workspace)
         .env("RODER_HOME", home)
         .env_remove("RODER_MODEL")
+        // The `[telemetry]` table of the home decides export, not the
+        // caller's environment.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .output()
         .await?;
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;

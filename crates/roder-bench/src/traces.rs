@@ -11,15 +11,14 @@
 //! thread included): on a shared 2-core machine wall time of identical runs
 //! varies more than the effect measured. Wall times are in the context.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use axum::routing::post;
-use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use roder_testkit::fake_models::FakeModelServer;
 use serde_json::json;
 
+use crate::exec_loop::{Sample, exec};
 use crate::figure::{median, print};
 
 const STEPS: usize = 50;
@@ -54,7 +53,7 @@ pub async fn run() -> anyhow::Result<()> {
         "{config}\n[telemetry]\notlp_endpoint = \"{endpoint}\"\n"
     ))?;
     let workspace = tempfile::tempdir()?;
-    let per_step = |samples: &[(Cost, Cost)], pick: fn(&Cost) -> f64| {
+    let per_step = |samples: &[(Sample, Sample)], pick: fn(&Sample) -> f64| {
         let mut empty: Vec<f64> = samples.iter().map(|(empty, _)| pick(empty)).collect();
         let mut full: Vec<f64> = samples.iter().map(|(_, full)| pick(full)).collect();
         (median(&mut full) - median(&mut empty)) / STEPS as f64
@@ -75,8 +74,8 @@ pub async fn run() -> anyhow::Result<()> {
     receiving.abort();
     let exports = exports.load(Ordering::Relaxed);
     anyhow::ensure!(exports > 0, "no span reached the receiver");
-    let cpu = |cost: &Cost| cost.cpu_ms;
-    let wall = |cost: &Cost| cost.wall_ms;
+    let cpu = |cost: &Sample| cost.cpu_ms;
+    let wall = |cost: &Sample| cost.wall_ms;
     let (plain, off, exported) = (
         per_step(&plain_ms, cpu),
         per_step(&off_ms, cpu),
@@ -104,52 +103,4 @@ fn home(config: &str) -> anyhow::Result<tempfile::TempDir> {
     let home = tempfile::tempdir()?;
     std::fs::write(home.path().join("config.toml"), config)?;
     Ok(home)
-}
-
-/// What one run cost.
-struct Cost {
-    wall_ms: f64,
-    cpu_ms: f64,
-}
-
-/// One `roder exec` of `steps` calls.
-async fn exec(
-    roder: &Path,
-    server: &FakeModelServer,
-    home: &Path,
-    workspace: &Path,
-    steps: usize,
-) -> anyhow::Result<Cost> {
-    for index in 0..steps {
-        let id = format!("call-{index}");
-        server.push(ChatStream::tool_calls_reply(&[(
-            id.as_str(),
-            "exec_command",
-            r#"{"cmd":"true"}"#,
-        )]));
-    }
-    server.push(ChatStream::text_reply("done"));
-    let cpu_before = crate::roder_process::children_cpu_s()? * 1000.0;
-    let started = Instant::now();
-    let output = tokio::process::Command::new(roder)
-        .args(["exec", "run true repeatedly"])
-        .current_dir(workspace)
-        .env("RODER_HOME", home)
-        .env_remove("RODER_MODEL")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .await?;
-    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let cpu_ms = crate::roder_process::children_cpu_s()? * 1000.0 - cpu_before;
-    anyhow::ensure!(
-        output.status.success(),
-        "roder exec failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    anyhow::ensure!(
-        server.remaining_replies() == 0,
-        "roder exec left scripted replies unused"
-    );
-    Ok(Cost { wall_ms, cpu_ms })
 }
