@@ -13,47 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
+use roder_testkit::tmpfs::Tmpfs;
 use support::{finish, spawn_roder};
-
-/// A tmpfs of `size`, unmounted on drop; `None` where mounting is refused
-/// outside CI.
-struct Tmpfs {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mnt");
-        std::fs::create_dir(&path).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&path)
-            .output();
-        match mounted {
-            Ok(output) if output.status.success() => Some(Self { _dir: dir, path }),
-            other => {
-                let why = format!("{other:?}");
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "mounting a tmpfs was refused under CI=true (the tests run as root there): {why}"
-                );
-                eprintln!("skipping: cannot mount a tmpfs here (needs root): {why}");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.path)
-            .status();
-    }
-}
 
 fn thread_id_from(stderr: &str) -> String {
     stderr
@@ -83,10 +44,10 @@ fn assert_log_whole(home: &Path, thread_id: &str) -> usize {
 
 #[tokio::test]
 async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
-    let Some(tmpfs) = Tmpfs::mount("4m") else {
+    let Some(tmpfs) = Tmpfs::mount("4m").unwrap() else {
         return;
     };
-    let home = tmpfs.path.join("home");
+    let home = tmpfs.path().join("home");
     std::fs::create_dir(&home).unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let server = FakeModelServer::start().await.unwrap();
@@ -97,12 +58,12 @@ async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
         format!(
             "model = \"fake/m\"\n[providers.fake]\nkind = \"openai-chat\"\nbase_url = \"{}\"\n\n[sandbox]\nwritable_roots = [\"{}\"]\n",
             server.openai_base_url(),
-            tmpfs.path.display()
+            tmpfs.path().display()
         ),
     )
     .unwrap();
 
-    let filler = tmpfs.path.join("filler");
+    let filler = tmpfs.path().join("filler");
     server.push(exec_command(&format!(
         "head -c 8000000 /dev/zero > {} ; echo filled",
         filler.display()
@@ -113,7 +74,7 @@ async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
         .expect("roder exec ends on a full disk instead of hanging");
     assert_eq!(failed.code, Some(1), "{}", failed.stderr);
     let thread_id = thread_id_from(&failed.stderr);
-    let mount = tmpfs.path.display().to_string();
+    let mount = tmpfs.path().display().to_string();
     assert!(
         failed.stderr.contains("is full")
             && failed.stderr.contains(&mount)
@@ -152,7 +113,7 @@ async fn a_full_store_disk_fails_the_turn_clearly_and_the_next_turn_works() {
 
 #[tokio::test]
 async fn a_read_only_store_is_a_clear_error_at_start_and_nothing_is_written() {
-    let Some(tmpfs) = Tmpfs::mount("1m") else {
+    let Some(tmpfs) = Tmpfs::mount("1m").unwrap() else {
         return;
     };
     let home = tempfile::tempdir().unwrap();
@@ -164,7 +125,7 @@ async fn a_read_only_store_is_a_clear_error_at_start_and_nothing_is_written() {
     std::fs::create_dir(&threads).unwrap();
     let remounted = std::process::Command::new("mount")
         .args(["--bind"])
-        .arg(&tmpfs.path)
+        .arg(tmpfs.path())
         .arg(&threads)
         .status()
         .unwrap()

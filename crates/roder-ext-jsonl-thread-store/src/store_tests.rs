@@ -564,45 +564,7 @@ mod sync_modes {
 mod full_disk {
     use super::*;
 
-    /// A small tmpfs of its own, unmounted on drop. `None` (with a note)
-    /// where mounting is refused; never under `CI=true`, where the tests
-    /// run as root and a refusal is a failure.
-    struct Tmpfs {
-        _dir: tempfile::TempDir,
-        path: std::path::PathBuf,
-    }
-
-    impl Tmpfs {
-        fn mount(size: &str) -> Option<Self> {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("mnt");
-            std::fs::create_dir(&path).unwrap();
-            let mounted = std::process::Command::new("mount")
-                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-                .arg(&path)
-                .output();
-            match mounted {
-                Ok(output) if output.status.success() => Some(Self { _dir: dir, path }),
-                other => {
-                    let why = format!("{other:?}");
-                    assert!(
-                        std::env::var("CI").as_deref() != Ok("true"),
-                        "mounting a tmpfs was refused under CI=true (the tests run as root there): {why}"
-                    );
-                    println!("skipping: cannot mount a tmpfs here (needs root): {why}");
-                    None
-                }
-            }
-        }
-    }
-
-    impl Drop for Tmpfs {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg(&self.path)
-                .status();
-        }
-    }
+    use roder_testkit::tmpfs::Tmpfs;
 
     /// Fills `dir`'s filesystem with a file, then frees `leave` bytes of
     /// it: a write larger than that is cut short part way.
@@ -619,13 +581,13 @@ mod full_disk {
 
     #[tokio::test]
     async fn a_full_disk_fails_the_append_whole_and_the_log_continues_after() {
-        let Some(tmpfs) = Tmpfs::mount("1m") else {
+        let Some(tmpfs) = Tmpfs::mount("1m").unwrap() else {
             return;
         };
-        let store = JsonlThreadStore::new(tmpfs.path.join("threads"));
+        let store = JsonlThreadStore::new(tmpfs.path().join("threads"));
         store.append_events("t", &events("t", 1..=3)).await.unwrap();
         let before = std::fs::read(store.base_path.join("t").join(EVENTS_FILE)).unwrap();
-        let filler = fill(&tmpfs.path, 8192);
+        let filler = fill(tmpfs.path(), 8192);
         // A batch larger than the space left: the write is cut short after
         // some whole lines.
         let mut big = events("t", 4..=40);
@@ -635,7 +597,7 @@ mod full_disk {
         let error = format!("{:#}", store.append_events("t", &big).await.unwrap_err());
         assert!(
             error.contains("is full")
-                && error.contains(&tmpfs.path.display().to_string())
+                && error.contains(&tmpfs.path().display().to_string())
                 && error.contains(EVENTS_FILE),
             "{error}"
         );

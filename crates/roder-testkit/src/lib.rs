@@ -9,6 +9,7 @@ pub mod fake_sprites;
 pub mod long_thread;
 pub mod mock_runner;
 pub mod scripted_engine;
+pub mod tmpfs;
 pub mod tool_loop_engine;
 
 pub use mock_runner::{MOCK_RUNNER_ID, MockRunnerProvider};
