@@ -14,16 +14,7 @@ use std::time::Duration;
 
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
 use roder_testkit::tmpfs::Tmpfs;
-use support::{finish, spawn_roder};
-
-fn thread_id_from(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|line| line.strip_prefix("roder: thread "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no thread id in stderr:\n{stderr}"))
-        .to_string()
-}
+use support::{finish, spawn_roder, thread_id_from};
 
 fn exec_command(cmd: &str) -> roder_testkit::fake_models::FakeStream {
     let arguments = serde_json::json!({ "cmd": cmd }).to_string();
