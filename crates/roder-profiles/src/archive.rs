@@ -42,7 +42,7 @@ pub const MANIFEST: &str = "roder-bundle.toml";
 /// reference.verify(bytes).unwrap();
 /// assert!(reference.verify(b"other bytes of size 22").is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveRef {
     pub id: String,

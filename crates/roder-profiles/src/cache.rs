@@ -9,19 +9,91 @@
 //!
 //! The ETag only saves bandwidth; the digest is the integrity check. These
 //! functions block: callers run them on a blocking thread.
+//!
+//! A process keeps the entries it verified in memory ([`Verified`]), with
+//! the identity of the file it read (device, inode, length, modification
+//! time). A later read whose `stat` shows the same file uses the verified
+//! copy instead of reading and hashing it again: a thread start with a
+//! cached archive then costs a `stat`, not a read and a SHA-256. A file
+//! replaced or rewritten since (a new inode or mtime) is read and verified
+//! again, so a corrupt entry is still found and fetched again.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{ArchiveRef, sha256_digest};
 use crate::error::ProfileError;
 
-/// The cache in one directory.
+/// The cache in one directory. Clones share the verified entries.
 #[derive(Debug, Clone)]
 pub struct ArchiveCache {
     root: PathBuf,
+    verified: Arc<Mutex<Verified>>,
+}
+
+/// What a process holds in memory of the entries it verified: at most
+/// [`Verified::MAX_BYTES`] of archives, all dropped when one more would not
+/// fit (a process meets a handful of archives; the bound only keeps a
+/// stream of distinct ones from growing it).
+#[derive(Debug, Default)]
+struct Verified {
+    entries: HashMap<String, (FileIdentity, Arc<[u8]>)>,
+    bytes: usize,
+}
+
+impl Verified {
+    const MAX_BYTES: usize = 64 * 1024 * 1024;
+
+    fn get(&self, digest: &str, identity: &FileIdentity) -> Option<Arc<[u8]>> {
+        self.entries
+            .get(digest)
+            .filter(|(seen, _)| seen == identity)
+            .map(|(_, bytes)| bytes.clone())
+    }
+
+    fn insert(&mut self, digest: &str, identity: FileIdentity, bytes: Arc<[u8]>) {
+        if let Some((_, old)) = self.entries.remove(digest) {
+            self.bytes -= old.len();
+        }
+        if self.bytes + bytes.len() > Self::MAX_BYTES {
+            self.entries.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes.len();
+        self.entries.insert(digest.to_string(), (identity, bytes));
+    }
+
+    fn forget(&mut self, digest: &str) {
+        if let Some((_, old)) = self.entries.remove(digest) {
+            self.bytes -= old.len();
+        }
+    }
+}
+
+/// Which file a path held when it was read: a rewrite or a replacement
+/// changes one of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+impl FileIdentity {
+    fn of(metadata: &std::fs::Metadata) -> FileIdentity {
+        FileIdentity {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            len: metadata.len(),
+            mtime: (metadata.mtime(), metadata.mtime_nsec()),
+        }
+    }
 }
 
 /// What the last fetch of a URL returned.
@@ -34,7 +106,14 @@ pub struct UrlRef {
 
 impl ArchiveCache {
     pub fn new(root: impl Into<PathBuf>) -> ArchiveCache {
-        ArchiveCache { root: root.into() }
+        ArchiveCache {
+            root: root.into(),
+            verified: Arc::default(),
+        }
+    }
+
+    fn verified(&self) -> std::sync::MutexGuard<'_, Verified> {
+        self.verified.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub fn root(&self) -> &Path {
@@ -49,18 +128,37 @@ impl ArchiveCache {
             .join(format!("{}.tar", reference.hex()?)))
     }
 
-    /// The cached archive, verified against `reference`; a corrupt entry is
-    /// removed and reads as `None`.
-    pub fn get(&self, reference: &ArchiveRef) -> Result<Option<Vec<u8>>, ProfileError> {
+    /// The cached archive, verified against `reference` (when this process
+    /// read the same file before: then); a corrupt entry is removed and
+    /// reads as `None`.
+    pub fn get(&self, reference: &ArchiveRef) -> Result<Option<Arc<[u8]>>, ProfileError> {
         let path = self.blob_path(reference)?;
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(io(&path, error)),
+        let missing = |error: std::io::Error| match error.kind() {
+            std::io::ErrorKind::NotFound => Ok(None),
+            _ => Err(io(&path, error)),
         };
-        if bytes.len() as u64 == reference.size && sha256_digest(&bytes) == reference.digest {
+        let mut file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(error) => return missing(error),
+        };
+        let identity = match file.metadata() {
+            Ok(metadata) => FileIdentity::of(&metadata),
+            Err(error) => return missing(error),
+        };
+        if let Some(bytes) = self.verified().get(&reference.digest, &identity) {
             return Ok(Some(bytes));
         }
+        let mut bytes = Vec::new();
+        if let Err(error) = std::io::Read::read_to_end(&mut file, &mut bytes) {
+            return missing(error);
+        }
+        if bytes.len() as u64 == reference.size && sha256_digest(&bytes) == reference.digest {
+            let bytes: Arc<[u8]> = bytes.into();
+            self.verified()
+                .insert(&reference.digest, identity, bytes.clone());
+            return Ok(Some(bytes));
+        }
+        self.verified().forget(&reference.digest);
         tracing::warn!(
             "profile archive cache entry {} is corrupt; removing it",
             path.display()

@@ -2,11 +2,13 @@
 //!
 //! `If-None-Match` is sent only when the cache holds the requested digest
 //! and the URL's last fetch returned that digest with an ETag. A 304 uses
-//! the cached copy (hashed again as it is read). A 200 is read up to the
+//! the cached copy (verified as `cache.rs` reads it). A 200 is read up to the
 //! referenced size plus one byte; a length or digest that differs is an
 //! error and nothing is cached. When the server cannot be reached (or
 //! answers an error), a cached copy of the requested digest is used, since
 //! the digest pins the content; without one the error says so.
+
+use std::sync::Arc;
 
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -33,7 +35,7 @@ pub async fn fetch(
     cache: &ArchiveCache,
     url: &str,
     reference: &ArchiveRef,
-) -> Result<(Vec<u8>, FetchOutcome), ProfileError> {
+) -> Result<(Arc<[u8]>, FetchOutcome), ProfileError> {
     reference.hex()?;
     if reference.size > MAX_ARCHIVE_BYTES {
         return Err(ProfileError::Verification(format!(
@@ -55,7 +57,7 @@ pub async fn fetch(
         request = request.header(IF_NONE_MATCH, etag);
     }
     let shown = redacted(url);
-    let failed = |why: String, cached: Option<Vec<u8>>| match cached {
+    let failed = |why: String, cached: Option<Arc<[u8]>>| match cached {
         Some(bytes) => {
             tracing::warn!("{why}; using the cached copy of {}", reference.digest);
             Ok((bytes, FetchOutcome::CachedAfterError))
@@ -137,7 +139,7 @@ pub async fn fetch(
     let bytes = blocking(move || {
         cache.insert(&reference, &stored)?;
         cache.set_url_ref(&entry)?;
-        Ok(stored)
+        Ok(stored.into())
     })
     .await?;
     Ok((bytes, FetchOutcome::Downloaded))

@@ -11,11 +11,13 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod archive;
+mod background;
 pub mod builtins;
 pub mod cache;
 mod error;
 pub mod fetch;
 pub mod file;
+mod memo;
 mod resolve;
 mod secrets;
 mod selector;

@@ -12,17 +12,20 @@
 //! `mcp_servers` merge by name; the sandbox may only narrow.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine;
 use roder_api::profile::{ProfileSnapshot, ProfileSource};
 use serde::{Deserialize, Serialize};
 
 use crate::archive::{ArchiveRef, VerifiedArchive, sha256_digest};
+use crate::background::Revalidations;
 use crate::builtins;
 use crate::cache::ArchiveCache;
 use crate::error::ProfileError;
 use crate::fetch::{self, FetchOutcome, blocking};
 use crate::file::{FileKind, ProfileDoc, parse};
+use crate::memo::{Memo, MemoKey};
 use crate::selector::Selector;
 
 /// Longest `extends` chain.
@@ -61,6 +64,10 @@ pub struct Resolver {
     workspace: Option<PathBuf>,
     default_profile: Option<String>,
     cache: Option<ArchiveCache>,
+    /// Snapshots resolved from archives alone (`memo.rs`).
+    memo: Memo,
+    /// Background revalidations in flight (`background.rs`).
+    revalidations: Revalidations,
     /// Built once; building fails only where TLS cannot be set up (a
     /// static binary on a machine with no CA store), which is said when an
     /// archive is fetched, never a panic at start.
@@ -80,6 +87,8 @@ impl Resolver {
             workspace: None,
             default_profile: None,
             cache,
+            memo: Memo::default(),
+            revalidations: Revalidations::default(),
             client: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .timeout(std::time::Duration::from_secs(60))
@@ -112,18 +121,45 @@ impl Resolver {
         self.cache.as_ref()
     }
 
-    /// Resolves `request` to the snapshot a thread keeps. The archive's
-    /// bytes are obtained first (fetched, revalidated or decoded); opening
-    /// them, reading profile files and merging happen in one blocking task.
+    /// Resolves `request` to the snapshot a thread keeps. A profile this
+    /// resolver resolved from the same HTTP archive before is reused at
+    /// once and the archive revalidated in the background
+    /// (`background.rs`). Otherwise the archive's bytes are obtained first
+    /// (fetched or revalidated, or decoded, and verified); a profile
+    /// resolved from them before is reused (`memo.rs`), else opening the
+    /// archive, reading profile files and merging happen in one blocking
+    /// task.
     pub async fn resolve(&self, request: &ProfileRequest) -> Result<ProfileSnapshot, ProfileError> {
+        let key = request.archive.as_ref().map(|source| MemoKey {
+            reference: source.reference().clone(),
+            url: match source {
+                ArchiveSource::Http { url, .. } => Some(fetch::redacted(url)),
+                ArchiveSource::Embedded { .. } => None,
+            },
+            selector: request.selector.clone(),
+            default_profile: self.default_profile.clone(),
+        });
+        // Resolved from this HTTP archive before: the digest fixes the
+        // snapshot, so the revalidation need not hold the start up.
+        if let (Some(ArchiveSource::Http { url, reference }), Some(key)) = (&request.archive, &key)
+            && let (Some(cache), Ok(client)) = (&self.cache, self.http())
+            && let Some(snapshot) = self.memo.get(key)
+        {
+            self.revalidations
+                .start(client.clone(), cache.clone(), url, reference);
+            return Ok(snapshot);
+        }
         let pending = match &request.archive {
             Some(source) => Some(self.archive_bytes(source).await?.0),
             None => None,
         };
+        if let Some(snapshot) = key.as_ref().and_then(|key| self.memo.get(key)) {
+            return Ok(snapshot);
+        }
         let given = request.selector.clone();
         let default_profile = self.default_profile.clone();
         let (home, workspace) = (self.home.clone(), self.workspace.clone());
-        blocking(move || {
+        let (snapshot, archive_alone) = blocking(move || {
             let archive = pending.map(Pending::open).transpose()?;
             let selector =
                 effective_selector(default_profile.as_deref(), &given, archive.as_ref())?;
@@ -133,9 +169,16 @@ impl Resolver {
                 archive,
             };
             let chain = context.chain(&selector)?;
-            merge(&given, &selector, chain)
+            let archive_alone = chain
+                .iter()
+                .all(|link| link.in_archive || link.source == ProfileSource::Builtin);
+            Ok((merge(&given, &selector, chain)?, archive_alone))
         })
-        .await
+        .await?;
+        if let (Some(key), true) = (key, archive_alone) {
+            self.memo.insert(key, &snapshot);
+        }
+        Ok(snapshot)
     }
 
     /// The verified archive of `source`, and how an HTTP one was obtained.
@@ -147,8 +190,8 @@ impl Resolver {
         Ok((blocking(move || pending.open()).await?, outcome))
     }
 
-    /// An archive's bytes, not yet verified (embedded) or verified by the
-    /// fetch (HTTP).
+    /// An archive's bytes, verified against its reference: decoded and
+    /// hashed (embedded) or by the fetch (HTTP).
     async fn archive_bytes(
         &self,
         source: &ArchiveSource,
@@ -163,10 +206,11 @@ impl Resolver {
                             reference.id
                         ))
                     })?;
+                reference.verify(&bytes)?;
                 Ok((
                     Pending {
                         reference: reference.clone(),
-                        bytes,
+                        bytes: bytes.into(),
                         url: None,
                         cache_into: self.cache.clone(),
                     },
@@ -255,7 +299,7 @@ impl Resolver {
 /// An archive's bytes on their way to being opened (blocking work).
 struct Pending {
     reference: ArchiveRef,
-    bytes: Vec<u8>,
+    bytes: Arc<[u8]>,
     url: Option<String>,
     /// Embedded archives are cached once verified.
     cache_into: Option<ArchiveCache>,
@@ -665,6 +709,15 @@ fn merge(
 }
 
 impl ArchiveSource {
+    /// The reference the request pins the archive to.
+    pub fn reference(&self) -> &ArchiveRef {
+        match self {
+            ArchiveSource::Http { reference, .. } | ArchiveSource::Embedded { reference, .. } => {
+                reference
+            }
+        }
+    }
+
     /// From the runtime's request type: `url` or `data`, not both.
     pub fn from_spec(
         spec: &roder_api::profile::ProfileArchiveSpec,

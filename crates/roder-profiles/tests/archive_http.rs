@@ -384,3 +384,71 @@ async fn the_wire_shape_of_an_archive_source() {
         serde_json::from_str(r#"{"data":"AAAA","id":"a","digest":"sha256:00","size":3}"#).unwrap();
     assert!(matches!(embedded, ArchiveSource::Embedded { .. }));
 }
+
+#[tokio::test]
+async fn a_resolved_archive_starts_again_at_once_and_is_revalidated_in_the_background() {
+    let home = tempfile::tempdir().unwrap();
+    let (reference, bytes) = archive("acme", "Fast again.");
+    let server = Server::start(bytes).await;
+    let resolver = Resolver::new(Some(home.path().to_path_buf()));
+    let first = resolver
+        .resolve(&request(http(&server.url, &reference)))
+        .await
+        .unwrap();
+    assert_eq!(server.requests(), 1, "the first resolution fetched");
+
+    // Again through the same resolver (a long-lived process): the same
+    // snapshot, and the revalidation (a 304) arrives in the background.
+    let again_at = std::time::Instant::now();
+    let again = resolver
+        .resolve(&request(http(&server.url, &reference)))
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    let waited = std::time::Instant::now();
+    while server.served.not_modified.load(Ordering::SeqCst) == 0 {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(10),
+            "no background revalidation reached the server"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.served.conditional.load(Ordering::SeqCst), 1);
+
+    // A burst of starts sends at most one conditional request a second.
+    for _ in 0..50 {
+        resolver
+            .resolve(&request(http(&server.url, &reference)))
+            .await
+            .unwrap();
+    }
+    let seconds = again_at.elapsed().as_secs() as usize;
+    assert!(
+        server.requests() <= 2 + seconds,
+        "{} requests for 52 starts in {seconds} s",
+        server.requests()
+    );
+
+    // With the server gone, a start still works from what was verified,
+    // through the same URL or another one of the same digest.
+    let moved = server.url.replace("/bundle.tar", "/moved.tar");
+    server.stop().await;
+    let offline = resolver
+        .resolve(&request(http(&server_url_of(&first), &reference)))
+        .await
+        .unwrap();
+    assert_eq!(offline, first);
+    let elsewhere = resolver
+        .resolve(&request(http(&moved, &reference)))
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.instructions, "Fast again.");
+}
+
+/// The URL a snapshot recorded (redacted).
+fn server_url_of(snapshot: &roder_api::profile::ProfileSnapshot) -> String {
+    match &snapshot.source {
+        ProfileSource::Archive { url: Some(url), .. } => url.clone(),
+        other => panic!("not from an HTTP archive: {other:?}"),
+    }
+}

@@ -18,7 +18,9 @@ pub use command_line::CommandLine;
 pub use decision::{ApprovalAnswer, ApprovalDecision, DecidedBy};
 pub use effects::{ToolEffects, ToolKind};
 pub use preview::{CallPreview, CommandPreview, FilePreview, RunsOn};
-pub use rule::{ApprovalRule, RuleParseError, RuleSubject, exec_rules_allow, workspace_relative};
+pub use rule::{
+    ApprovalRule, PatternMatcher, RuleParseError, RuleSubject, exec_rules_allow, workspace_relative,
+};
 pub use scope::CallScope;
 
 use std::sync::Arc;
