@@ -133,26 +133,48 @@ impl Runtime {
         let stop = CancellationToken::new();
         let period = self.config.writer_lease_ttl / 3;
         let thread = Arc::downgrade(thread);
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stopped.cancelled() => return,
-                    _ = tokio::time::sleep(period) => {}
+        tokio::spawn(renew_until_stopped(
+            lease,
+            period,
+            stop.clone(),
+            move || {
+                if let Some(active) = thread.upgrade().and_then(|thread| thread.active_turn()) {
+                    active.cancellation.cancel();
                 }
-                if let Err(error) = lease.renew().await {
-                    tracing::error!(
-                        thread_id = lease.thread_id(),
-                        "lost the thread's writer lease: {error:#}"
-                    );
-                    if let Some(active) = thread.upgrade().and_then(|thread| thread.active_turn()) {
-                        active.cancellation.cancel();
-                    }
-                    return;
-                }
-            }
-        });
+            },
+        ));
         stop
+    }
+}
+
+/// Renews `lease` every `period` until `stop`; calls `lost` when a renewal
+/// fails before then. A renewal can outlast the lease's use (retried
+/// through a database outage while the turn ends and gives the lease back):
+/// once stopped, its outcome concerns no turn and must not cancel one
+/// started since.
+async fn renew_until_stopped(
+    lease: Arc<dyn WriterLease>,
+    period: std::time::Duration,
+    stop: CancellationToken,
+    lost: impl FnOnce(),
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let renewed = tokio::select! {
+            _ = stop.cancelled() => return,
+            renewed = lease.renew() => renewed,
+        };
+        if let Err(error) = renewed {
+            tracing::error!(
+                thread_id = lease.thread_id(),
+                "lost the thread's writer lease: {error:#}"
+            );
+            lost();
+            return;
+        }
     }
 }
 
@@ -217,4 +239,81 @@ pub(crate) fn identity() -> WriterIdentity {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown-host".to_string());
     WriterIdentity::new(uuid::Uuid::new_v4().to_string(), std::process::id(), host)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A lease whose renewals wait for `answer` and then fail, as one
+    /// retried through a database outage and answered after the lease was
+    /// given back does.
+    #[derive(Default)]
+    struct SlowLease {
+        renewals: AtomicUsize,
+        answer: tokio::sync::Notify,
+    }
+
+    #[async_trait::async_trait]
+    impl WriterLease for SlowLease {
+        fn thread_id(&self) -> &str {
+            "t"
+        }
+        fn generation(&self) -> u64 {
+            1
+        }
+        async fn renew(&self) -> anyhow::Result<()> {
+            self.renewals.fetch_add(1, Ordering::SeqCst);
+            self.answer.notified().await;
+            anyhow::bail!("lost")
+        }
+        async fn release(&self) -> anyhow::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn renewing(lease: &SlowLease) {
+        while lease.renewals.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_fails_after_the_stop_cancels_nothing() {
+        let lease = Arc::new(SlowLease::default());
+        let stop = CancellationToken::new();
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let task = tokio::spawn(renew_until_stopped(
+            lease.clone(),
+            Duration::from_millis(1),
+            stop.clone(),
+            move || flag.store(true, Ordering::SeqCst),
+        ));
+        renewing(&lease).await;
+        stop.cancel();
+        lease.answer.notify_one();
+        task.await.unwrap();
+        assert!(!lost.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_fails_while_in_use_reports_the_lease_lost() {
+        let lease = Arc::new(SlowLease::default());
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let task = tokio::spawn(renew_until_stopped(
+            lease.clone(),
+            Duration::from_millis(1),
+            CancellationToken::new(),
+            move || flag.store(true, Ordering::SeqCst),
+        ));
+        renewing(&lease).await;
+        lease.answer.notify_one();
+        task.await.unwrap();
+        assert!(lost.load(Ordering::SeqCst));
+    }
 }
