@@ -26,11 +26,20 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 
 use crate::coding_runtime;
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const TURNS: usize = 40;
-const STEPS: usize = 1000;
-const LOADS: usize = 7;
+fn turns() -> usize {
+    sized(40, 2)
+}
+
+fn steps() -> usize {
+    sized(1000, 5)
+}
+
+fn loads() -> usize {
+    sized(7, 1)
+}
+
 const BOUND: Duration = Duration::from_secs(300);
 const PIPE: usize = 1 << 20;
 
@@ -47,7 +56,7 @@ async fn measure() -> anyhow::Result<()> {
         "first_chunk_ratio",
         acp_ms / app_ms,
         "ratio",
-        json!({"turns": TURNS, "acp_first_chunk_ms": acp_ms, "app_server_first_delta_ms": app_ms,
+        json!({"turns": turns(), "acp_first_chunk_ms": acp_ms, "app_server_first_delta_ms": app_ms,
             "transport": "in-process pipes, one JSON message per line"}),
     );
     let load_ms = load_thread().await?;
@@ -56,7 +65,7 @@ async fn measure() -> anyhow::Result<()> {
         "load_1000_steps_ms",
         load_ms,
         "ms",
-        json!({"steps": STEPS, "loads": LOADS}),
+        json!({"steps": steps(), "loads": loads()}),
     );
     Ok(())
 }
@@ -220,7 +229,7 @@ async fn first_chunks() -> anyhow::Result<(f64, f64)> {
 
     let mut over_acp = Vec::new();
     let mut over_app = Vec::new();
-    for _ in 0..TURNS {
+    for _ in 0..turns() {
         engine.push_round(final_round("hello from the bench"));
         let started = Instant::now();
         let id = acp
@@ -280,7 +289,7 @@ fn ms(elapsed: Option<Duration>) -> anyhow::Result<f64> {
 async fn load_thread() -> anyhow::Result<f64> {
     let workspace = tempfile::tempdir()?;
     let store = tempfile::tempdir()?;
-    let mut rounds: Vec<ScriptedRound> = (0..STEPS)
+    let mut rounds: Vec<ScriptedRound> = (0..steps())
         .map(|index| tool_round(&[(format!("call-{index}").as_str(), "noop", "{}")]))
         .collect();
     rounds.push(final_round("done"));
@@ -301,7 +310,7 @@ async fn load_thread() -> anyhow::Result<f64> {
         thread_id
     };
     let mut samples = Vec::new();
-    for _ in 0..LOADS {
+    for _ in 0..loads() {
         // A runtime that never ran the thread, as a new process would be.
         let runtime = runtime(
             ScriptedEngine::new(Vec::new()),
@@ -339,7 +348,7 @@ async fn load_thread() -> anyhow::Result<f64> {
             replayed += 1;
         }
         samples.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(replayed >= STEPS * 3, "only {replayed} updates replayed");
+        anyhow::ensure!(replayed >= steps() * 3, "only {replayed} updates replayed");
         drop(client);
         let _ = server.await;
     }

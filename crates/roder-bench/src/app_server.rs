@@ -23,9 +23,12 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::coding_runtime;
-use crate::figure::{median, percentile, print};
+use crate::figure::{median, percentile, print, sized};
 
-const CLIENTS: usize = 100;
+fn client_count() -> usize {
+    sized(100, 2)
+}
+
 const TOOL_CALLS: usize = 3;
 /// The whole run is bounded: a stuck client fails the bench, never hangs it.
 const BOUND: Duration = Duration::from_secs(120);
@@ -54,11 +57,11 @@ async fn measure() -> anyhow::Result<()> {
     anyhow::ensure!(addr.ip().is_loopback(), "the bench must stay on loopback");
     let server = tokio::spawn(server.serve());
 
-    let start_line = Arc::new(tokio::sync::Barrier::new(CLIENTS));
-    let clients: Vec<_> = (0..CLIENTS)
+    let start_line = Arc::new(tokio::sync::Barrier::new(client_count()));
+    let clients: Vec<_> = (0..client_count())
         .map(|_| tokio::spawn(one_client(addr, start_line.clone())))
         .collect();
-    let mut runs = Vec::with_capacity(CLIENTS);
+    let mut runs = Vec::with_capacity(client_count());
     for client in clients {
         runs.push(client.await??);
     }
@@ -78,7 +81,7 @@ async fn measure() -> anyhow::Result<()> {
     let max = latencies.last().copied().unwrap_or(0.0);
     let p50 = median(&mut latencies);
     let context = json!({
-        "clients": CLIENTS, "tool_calls_per_turn": TOOL_CALLS, "events": events,
+        "clients": client_count(), "tool_calls_per_turn": TOOL_CALLS, "events": events,
         "lost": lost, "wall_s": wall, "latency_p50_ms": p50, "latency_max_ms": max,
         "transport": "websocket 127.0.0.1",
     });

@@ -30,10 +30,16 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::coding_runtime;
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const CALLS: usize = 200;
-const REPEATS: usize = 7;
+fn calls() -> usize {
+    sized(200, 3)
+}
+
+fn repeats() -> usize {
+    sized(7, 1)
+}
+
 const BOUND: Duration = Duration::from_secs(300);
 
 pub async fn run() -> anyhow::Result<()> {
@@ -45,11 +51,11 @@ pub async fn run() -> anyhow::Result<()> {
 async fn measure() -> anyhow::Result<()> {
     let mut by_rule = Vec::new();
     let mut bypass = Vec::new();
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         by_rule.push(in_process(Some(PolicyMode::Default)).await?);
         bypass.push(in_process(Some(PolicyMode::Bypass)).await?);
     }
-    let per_call = |seconds: f64| seconds * 1000.0 / CALLS as f64;
+    let per_call = |seconds: f64| seconds * 1000.0 / calls() as f64;
     let by_rule = per_call(median(&mut by_rule));
     let bypass = per_call(median(&mut bypass));
     print(
@@ -57,7 +63,7 @@ async fn measure() -> anyhow::Result<()> {
         "rule_overhead_ms",
         by_rule - bypass,
         "ms",
-        json!({"calls": CALLS, "repeats": REPEATS, "rule": "exec:true",
+        json!({"calls": calls(), "repeats": repeats(), "rule": "exec:true",
             "by_rule_ms_per_call": by_rule, "bypass_ms_per_call": bypass}),
     );
 
@@ -68,7 +74,7 @@ async fn measure() -> anyhow::Result<()> {
         "ask_roundtrip_overhead_ms",
         overhead,
         "ms",
-        json!({"calls": CALLS, "repeats": REPEATS, "transport": "websocket 127.0.0.1",
+        json!({"calls": calls(), "repeats": repeats(), "transport": "websocket 127.0.0.1",
             "asked_ms_per_call": asked, "bypass_ms_per_call": bypassed,
             "bare_round_trip_ms": round_trip}),
     );
@@ -120,7 +126,7 @@ impl ToolContributor for Noop {
 }
 
 fn rounds() -> Vec<ScriptedRound> {
-    let mut rounds: Vec<ScriptedRound> = (0..CALLS)
+    let mut rounds: Vec<ScriptedRound> = (0..calls())
         .map(|index| {
             let id = format!("call-{index}");
             tool_round(&[(id.as_str(), "noop_command", r#"{"cmd":"true"}"#)])
@@ -153,7 +159,7 @@ fn runtime(
     )
 }
 
-/// Seconds for one turn of `CALLS` calls under `mode`, in-process, with an
+/// Seconds for one turn of `calls()` calls under `mode`, in-process, with an
 /// approver attached (it is never asked: the rule or the mode decides).
 async fn in_process(mode: Option<PolicyMode>) -> anyhow::Result<f64> {
     let workspace = tempfile::tempdir()?;
@@ -225,9 +231,9 @@ async fn over_websocket() -> anyhow::Result<(f64, f64, f64)> {
     let mut asked = Vec::new();
     let mut bypassed = Vec::new();
     let mut round_trips = Vec::new();
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         for mode in ["default", "bypass"] {
-            for index in 0..CALLS {
+            for index in 0..calls() {
                 let id = format!("call-{index}");
                 engine.push_round(tool_round(&[(
                     id.as_str(),
@@ -246,21 +252,21 @@ async fn over_websocket() -> anyhow::Result<(f64, f64, f64)> {
             let answered = answer_until_done(&mut socket).await?;
             let seconds = started.elapsed().as_secs_f64();
             if mode == "default" {
-                anyhow::ensure!(answered == CALLS, "{answered} asks for {CALLS} calls");
+                anyhow::ensure!(answered == calls(), "{answered} asks for {} calls", calls());
                 asked.push(seconds);
             } else {
                 anyhow::ensure!(answered == 0, "bypass asked {answered} times");
                 bypassed.push(seconds);
             }
         }
-        for _ in 0..CALLS {
+        for _ in 0..calls() {
             let started = Instant::now();
             call(&mut socket, "runners/list", json!({})).await?;
             round_trips.push(started.elapsed().as_secs_f64() * 1000.0);
         }
     }
     server.abort();
-    let per_call = |seconds: f64| seconds * 1000.0 / CALLS as f64;
+    let per_call = |seconds: f64| seconds * 1000.0 / calls() as f64;
     Ok((
         per_call(median(&mut asked)),
         per_call(median(&mut bypassed)),

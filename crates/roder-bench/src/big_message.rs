@@ -30,17 +30,26 @@ use anyhow::Context;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer, FakeStream};
 use serde_json::json;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
 const MIB: usize = 1024 * 1024;
 /// The answer of the baseline turn: a turn's fixed cost.
 const TINY: usize = 16;
-const SMALL: usize = 2 * MIB;
-const LARGE: usize = 20 * MIB;
+fn small_bytes() -> usize {
+    sized(2 * MIB, 64 * 1024)
+}
+
+fn large_bytes() -> usize {
+    sized(20 * MIB, 256 * 1024)
+}
+
 /// The size of one streamed delta.
 const DELTA_BYTES: usize = 4096;
 /// Runs per size; the median is reported.
-const REPEATS: usize = 5;
+fn repeats() -> usize {
+    sized(5, 1)
+}
+
 /// A turn that takes longer than this is reported as a failure, not waited
 /// for (a quadratic path at 20 MB can take many minutes).
 const TURN_TIMEOUT: Duration = Duration::from_secs(600);
@@ -81,10 +90,10 @@ pub async fn run() -> anyhow::Result<()> {
         let mut tiny = Vec::new();
         let mut small = Vec::new();
         let mut large = Vec::new();
-        for _ in 0..REPEATS {
+        for _ in 0..repeats() {
             tiny.push(turn(&roder, &server, TINY, delivery).await?);
-            small.push(turn(&roder, &server, SMALL, delivery).await?);
-            large.push(turn(&roder, &server, LARGE, delivery).await?);
+            small.push(turn(&roder, &server, small_bytes(), delivery).await?);
+            large.push(turn(&roder, &server, large_bytes(), delivery).await?);
         }
         report(delivery, &mut tiny, &mut small, &mut large);
     }
@@ -107,7 +116,7 @@ fn report(delivery: Delivery, tiny: &mut [Sample], small: &mut [Sample], large: 
             Delivery::Streamed => format!("{DELTA_BYTES}-byte deltas"),
             Delivery::OneDelta => "one delta".to_string(),
         },
-        "repeats": REPEATS,
+        "repeats": repeats(),
         "wall_s_2mb": round3(wall(small)),
         "wall_s_20mb": round3(wall(large)),
     });
@@ -137,7 +146,7 @@ fn report(delivery: Delivery, tiny: &mut [Sample], small: &mut [Sample], large: 
         &format!("cpu_s_baseline{suffix}"),
         cpu_tiny,
         "s",
-        json!({ "answer_bytes": TINY, "repeats": REPEATS }),
+        json!({ "answer_bytes": TINY, "repeats": repeats() }),
     );
     print(
         "big-message",
@@ -173,7 +182,7 @@ fn report(delivery: Delivery, tiny: &mut [Sample], small: &mut [Sample], large: 
     print(
         "big-message",
         &format!("stored_copies_20mb{suffix}"),
-        stored as f64 / LARGE as f64,
+        stored as f64 / large_bytes() as f64,
         "copies",
         json!({ "target": "about 1 (the answer stored once)" }),
     );

@@ -17,10 +17,15 @@ use std::time::Instant;
 use roder_testkit::fake_models::{ChatStream, FakeModelServer};
 use serde_json::json;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const STEPS: usize = 50;
-const REPEATS: usize = 5;
+fn steps() -> usize {
+    sized(50, 2)
+}
+
+fn repeats() -> usize {
+    sized(5, 1)
+}
 
 pub(crate) struct Sample {
     pub(crate) wall_ms: f64,
@@ -46,9 +51,9 @@ pub async fn run() -> anyhow::Result<()> {
     let workspace = tempfile::tempdir()?;
     let mut empty = Vec::new();
     let mut full = Vec::new();
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         empty.push(exec(&roder, &server, home.path(), workspace.path(), 0).await?);
-        full.push(exec(&roder, &server, home.path(), workspace.path(), STEPS).await?);
+        full.push(exec(&roder, &server, home.path(), workspace.path(), steps()).await?);
     }
     let peak_kib = full
         .iter()
@@ -58,9 +63,9 @@ pub async fn run() -> anyhow::Result<()> {
     let per_step = |pick: fn(&Sample) -> f64| {
         let mut base: Vec<f64> = empty.iter().map(pick).collect();
         let mut loaded: Vec<f64> = full.iter().map(pick).collect();
-        (median(&mut loaded) - median(&mut base)) / STEPS as f64
+        (median(&mut loaded) - median(&mut base)) / steps() as f64
     };
-    let context = json!({ "steps": STEPS, "repeats": REPEATS, "command": "true",
+    let context = json!({ "steps": steps(), "repeats": repeats(), "command": "true",
         "peers": { "codex_exec_0.171_wall_ms": 71, "codex_exec_0.171_cpu_ms": 60,
                    "codex_exec_0.171_peak_rss_mb": 162, "mini_swe_agent_2.4.6_wall_ms": 59 } });
     print(

@@ -1,6 +1,26 @@
 //! One benchmark figure as a JSON line.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::{Map, Value, json};
+
+static SMOKE: AtomicBool = AtomicBool::new(false);
+
+/// `--smoke`: every bench runs end to end at a size that only shows it
+/// still runs (what CI does, so a bench that breaks fails CI); its figures
+/// mean nothing and each line says `"smoke": true`.
+pub fn set_smoke() {
+    SMOKE.store(true, Ordering::Relaxed);
+}
+
+pub fn smoke() -> bool {
+    SMOKE.load(Ordering::Relaxed)
+}
+
+/// A bench's amount of work: `full`, or `small` in smoke mode.
+pub fn sized<T>(full: T, small: T) -> T {
+    if smoke() { small } else { full }
+}
 
 pub fn print(bench: &str, figure: &str, value: f64, unit: &str, context: Value) {
     let mut line = Map::new();
@@ -8,6 +28,9 @@ pub fn print(bench: &str, figure: &str, value: f64, unit: &str, context: Value) 
     line.insert("figure".into(), json!(figure));
     line.insert("value".into(), json!((value * 1000.0).round() / 1000.0));
     line.insert("unit".into(), json!(unit));
+    if smoke() {
+        line.insert("smoke".into(), json!(true));
+    }
     if let Value::Object(extra) = context {
         line.extend(extra);
     }

@@ -34,13 +34,22 @@ use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const CALLS: usize = 2_000;
+fn calls() -> usize {
+    sized(2_000, 20)
+}
+
 const OUTPUT_BYTES: usize = 8 * 1024;
 const WINDOW_TOKENS: u64 = 128_000;
-const EDGE_STEPS: usize = 100;
-const HISTORY_EVENTS: u64 = 100_000;
+fn edge_steps() -> usize {
+    sized(100, 3)
+}
+
+fn history_events() -> u64 {
+    sized(100_000, 300)
+}
+
 const PAGE_ITEMS: usize = 100;
 
 pub async fn run() -> anyhow::Result<()> {
@@ -53,7 +62,7 @@ fn tokens(request: &AgentInferenceRequest) -> u64 {
 }
 
 /// The fake model: refuses requests over the window, summarizes when asked,
-/// else calls `blob` until `CALLS` calls were made, then answers.
+/// else calls `blob` until `calls()` calls were made, then answers.
 #[derive(Default)]
 struct WindowModel {
     calls: AtomicUsize,
@@ -116,7 +125,7 @@ impl InferenceEngine for WindowModel {
             let before = std::mem::take(&mut *lock(&self.pending_summary_tokens));
             lock(&self.steps).push(size + before);
             let done = self.calls.fetch_add(1, Ordering::SeqCst);
-            if done < CALLS {
+            if done < calls() {
                 InferenceEvent::ToolCallCompleted(ToolCallCompleted {
                     id: format!("call-{done}"),
                     name: "blob".to_string(),
@@ -229,7 +238,7 @@ async fn session() -> anyhow::Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64();
     let steps = lock(&model.steps).clone();
-    let edge = EDGE_STEPS.min(steps.len() / 2).max(1);
+    let edge = edge_steps().min(steps.len() / 2).max(1);
     let mean = |slice: &[u64]| slice.iter().sum::<u64>() as f64 / slice.len().max(1) as f64;
     let first = mean(steps.get(..edge).unwrap_or_default());
     let last = mean(
@@ -240,7 +249,7 @@ async fn session() -> anyhow::Result<()> {
     let largest = *lock(&model.largest);
     let refused = model.refused.load(Ordering::SeqCst);
     let context = json!({
-        "calls": CALLS, "output_bytes": OUTPUT_BYTES, "window_tokens": WINDOW_TOKENS,
+        "calls": calls(), "output_bytes": OUTPUT_BYTES, "window_tokens": WINDOW_TOKENS,
         "steps": steps.len(), "completed": completed, "compactions": compactions,
         "summary_requests": model.summaries.load(Ordering::SeqCst),
         "refused_requests": refused, "largest_request_tokens": largest,
@@ -305,8 +314,8 @@ async fn history() -> anyhow::Result<()> {
     let store = factory.open()?;
     let output = "x".repeat(200);
     let mut seq = 2u64;
-    while seq <= HISTORY_EVENTS {
-        let end = (seq + 999).min(HISTORY_EVENTS);
+    while seq <= history_events() {
+        let end = (seq + 999).min(history_events());
         let batch: Vec<EventEnvelope> = (seq..=end)
             .map(|seq| EventEnvelope {
                 seq,
@@ -358,7 +367,7 @@ async fn history() -> anyhow::Result<()> {
         let page = store
             .load_events_page(
                 &thread_id,
-                HISTORY_EVENTS - PAGE_ITEMS as u64,
+                history_events() - PAGE_ITEMS as u64,
                 PAGE_ITEMS,
                 1 << 20,
             )

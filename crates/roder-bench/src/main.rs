@@ -3,6 +3,10 @@
 //!
 //! Machine-dependent figures are reported next to a baseline measured in the
 //! same run, because these machines are shared and noisy.
+//!
+//! `--list` prints the benches' names. `--smoke` runs each named bench (or all) at a tiny size: the figures
+//! mean nothing, but a bench that no longer runs fails. CI does this
+//! (`tests/smoke.rs`).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod acp;
@@ -52,10 +56,20 @@ const BENCHES: &[&str] = &[
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(threads::CHILD_ARG) {
         let count = args.get(1).map(String::as_str).unwrap_or("1000");
         return threads::child(count).await;
+    }
+    if args.first().map(String::as_str) == Some("--list") {
+        println!("{}", BENCHES.join("\n"));
+        return Ok(());
+    }
+    if args.first().map(String::as_str) != Some(threads::CHILD_ARG)
+        && let Some(at) = args.iter().position(|arg| arg == "--smoke")
+    {
+        args.remove(at);
+        figure::set_smoke();
     }
     let names: Vec<&str> = if args.is_empty() || args.iter().any(|arg| arg == "all") {
         BENCHES.to_vec()

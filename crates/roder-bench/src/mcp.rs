@@ -23,11 +23,17 @@ use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
 
 use crate::coding_runtime;
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
 /// Calls per block.
-const CALLS: usize = 30;
-const SAMPLES: usize = 30;
+fn calls() -> usize {
+    sized(30, 2)
+}
+
+fn samples() -> usize {
+    sized(30, 2)
+}
+
 const SERVER: &str = "mcp-server-time";
 const TOOL: &str = "get_current_time";
 const ARGUMENTS: &str = r#"{"timezone":"UTC"}"#;
@@ -52,11 +58,11 @@ pub async fn run() -> anyhow::Result<()> {
         .clone();
     let mcp_name = roder_api::tools::ToolExecutor::spec(tool.as_ref()).name;
     // Every turn of every sample, in order: an MCP turn then a no-op turn,
-    // each a warm-up call, CALLS timed calls and a final answer.
+    // each a warm-up call, calls() timed calls and a final answer.
     let mut rounds: Vec<ScriptedRound> = Vec::new();
-    for _ in 0..SAMPLES {
+    for _ in 0..samples() {
         for name in [mcp_name.as_str(), NOOP] {
-            rounds.extend((0..=CALLS).map(|index| {
+            rounds.extend((0..=calls()).map(|index| {
                 let id = format!("call-{index}");
                 tool_round(&[(id.as_str(), name, ARGUMENTS)])
             }));
@@ -69,10 +75,10 @@ pub async fn run() -> anyhow::Result<()> {
     builder.tool_contributor(Arc::new(NoopContributor));
     let runtime = coding_runtime::runtime(builder, workspace.path(), RuntimeConfig::default())?;
 
-    let per_call_ms = |elapsed: Duration| elapsed.as_secs_f64() * 1000.0 / CALLS as f64;
+    let per_call_ms = |elapsed: Duration| elapsed.as_secs_f64() * 1000.0 / calls() as f64;
     let (mut direct, mut executor, mut through, mut floor, mut overhead) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for sample in 0..SAMPLES {
+    for sample in 0..samples() {
         // Odd samples run their blocks in reverse order, so a drift of the
         // server's speed within a run weighs on both sides alike.
         let (direct_ms, executor_ms, through_ms, floor_ms);
@@ -98,7 +104,7 @@ pub async fn run() -> anyhow::Result<()> {
         "overhead_per_call_ms",
         median(&mut overhead),
         "ms",
-        json!({ "calls_per_sample": CALLS, "samples": SAMPLES, "server": SERVER, "tool": TOOL,
+        json!({ "calls_per_sample": calls(), "samples": samples(), "server": SERVER, "tool": TOOL,
             "transport": "stdio", "same_server_process": true,
             "direct_rmcp_ms_per_call": median(&mut direct),
             "tool_source_ms_per_call": median(&mut executor),
@@ -114,7 +120,7 @@ fn server_missing(error: impl std::fmt::Display) -> anyhow::Error {
     )
 }
 
-/// CALLS bare rmcp calls on the tool source's own connection, after one
+/// calls() bare rmcp calls on the tool source's own connection, after one
 /// warm-up call.
 async fn direct_calls(tool: &McpTool) -> anyhow::Result<Duration> {
     let peer = tool.connection().peer().await?;
@@ -122,14 +128,14 @@ async fn direct_calls(tool: &McpTool) -> anyhow::Result<Duration> {
     let call = || CallToolRequestParams::new(TOOL).with_arguments(arguments.clone());
     peer.call_tool(call()).await?;
     let started = Instant::now();
-    for _ in 0..CALLS {
+    for _ in 0..calls() {
         let result = peer.call_tool(call()).await?;
         anyhow::ensure!(result.is_error != Some(true), "{TOOL} failed: {result:?}");
     }
     Ok(started.elapsed())
 }
 
-/// CALLS calls of the source's tool executor itself, without a runtime:
+/// calls() calls of the source's tool executor itself, without a runtime:
 /// what `roder-ext-mcp` adds, apart from the turn loop.
 async fn executor_calls(tool: &McpTool) -> anyhow::Result<Duration> {
     let call = ToolCall {
@@ -140,7 +146,7 @@ async fn executor_calls(tool: &McpTool) -> anyhow::Result<Duration> {
     let context = ToolExecutionContext::for_workspace(ToolWorkspace::None);
     tool.execute(context.clone(), call.clone()).await?;
     let started = Instant::now();
-    for _ in 0..CALLS {
+    for _ in 0..calls() {
         let result = tool.execute(context.clone(), call.clone()).await?;
         anyhow::ensure!(!result.is_error, "{TOOL} failed: {}", result.text);
     }
@@ -185,7 +191,7 @@ impl roder_api::tools::ToolContributor for NoopContributor {
     }
 }
 
-/// The next scripted turn, on a new thread: CALLS + 1 tool calls, timed
+/// The next scripted turn, on a new thread: calls() + 1 tool calls, timed
 /// from the first call's completion (the warm-up) to the last's.
 async fn turn(runtime: &Arc<Runtime>) -> anyhow::Result<Duration> {
     let thread_id = runtime.create_thread(None).await?.thread_id;
@@ -221,7 +227,7 @@ async fn turn(runtime: &Arc<Runtime>) -> anyhow::Result<Duration> {
         }
     }
     anyhow::ensure!(errors == 0, "{errors} calls failed");
-    anyhow::ensure!(completed == CALLS + 1, "{completed} calls completed");
+    anyhow::ensure!(completed == calls() + 1, "{completed} calls completed");
     Ok(match (started, last) {
         (Some(started), Some(last)) => last - started,
         _ => Duration::ZERO,

@@ -28,9 +28,11 @@ use roder_profiles::{ArchiveSource, ProfileRequest, Resolver};
 use roder_testkit::ScriptedEngine;
 use serde_json::json;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const SAMPLES: usize = 300;
+fn samples() -> usize {
+    sized(300, 3)
+}
 
 pub async fn run() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -61,8 +63,8 @@ pub async fn run() -> anyhow::Result<()> {
     // Fills the cache (one 200).
     resolver.archive(&source).await?;
 
-    let mut revalidations = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
+    let mut revalidations = Vec::with_capacity(samples());
+    for _ in 0..samples() {
         let began = Instant::now();
         resolver.archive(&source).await?;
         revalidations.push(began.elapsed().as_secs_f64() * 1000.0);
@@ -71,8 +73,8 @@ pub async fn run() -> anyhow::Result<()> {
         selector: "reviewer".into(),
         archive: Some(source.clone()),
     };
-    let mut first_resolves = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
+    let mut first_resolves = Vec::with_capacity(samples());
+    for _ in 0..samples() {
         let fresh = Resolver::new(Some(home.clone()));
         let began = Instant::now();
         fresh.resolve(&request).await?;
@@ -83,7 +85,7 @@ pub async fn run() -> anyhow::Result<()> {
         "revalidate_ms",
         median(&mut revalidations),
         "ms",
-        json!({ "archive_bytes": archive_size, "samples": SAMPLES,
+        json!({ "archive_bytes": archive_size, "samples": samples(),
             "first_resolve_ms": median(&mut first_resolves) }),
     );
 
@@ -105,7 +107,7 @@ pub async fn run() -> anyhow::Result<()> {
     let workspace_text = workspace.display().to_string();
     let requests_before = requests.load(Ordering::SeqCst);
     let (mut plain, mut profiled, mut resolving) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..SAMPLES {
+    for _ in 0..samples() {
         let began = Instant::now();
         runtime
             .create_thread_with(CreateThreadRequest::in_workspace(&workspace_text))
@@ -135,7 +137,7 @@ pub async fn run() -> anyhow::Result<()> {
             "profile_start_ms": profiled_ms,
             "plain_start_ms": plain_ms,
             "resolve_ms": median(&mut resolving),
-            "samples": SAMPLES,
+            "samples": samples(),
             "archive_requests_during_starts": requests.load(Ordering::SeqCst) - requests_before,
         }),
     );

@@ -18,18 +18,24 @@ use roder_api::remote_runner::{RemoteRunnerProvider, RunnerDestination, RunnerMa
 use roder_ext_runner_docker::DockerRunnerProvider;
 use serde_json::{Value, json};
 
-use crate::figure::{median, percentile, print};
+use crate::figure::{median, percentile, print, sized};
 
 /// The image `scripts/build-sandbox-image.sh` builds.
 const IMAGE: &str = "roder-sandbox:latest";
 /// Samples per docker figure.
-const SAMPLES: usize = 20;
+fn samples() -> usize {
+    sized(20, 2)
+}
+
 /// Cold creates run first and thrown away (image and daemon caches).
 const WARM_UP: usize = 2;
 /// Warm pool size: the pool is full again before every warm sample.
 const POOL_SIZE: usize = 2;
 /// Samples of the `docker` CLI, which is only context.
-const CLI_SAMPLES: usize = 5;
+fn cli_sample_count() -> usize {
+    sized(5, 1)
+}
+
 /// Label marking this run's containers, so they are all removed at the end.
 pub(crate) const BENCH_LABEL: &str = "roder-bench";
 /// The main process the provider gives its containers, for a like-for-like
@@ -94,7 +100,7 @@ impl Figures {
         let context = json!({
             "provider": "docker",
             "image": IMAGE,
-            "samples": SAMPLES,
+            "samples": samples(),
             "network": "none",
         });
         let with = |extra: Value| {
@@ -122,7 +128,7 @@ impl Figures {
                 "p95_ms": round(run_p95),
                 "what": "baseline: Engine API create + start of the same image (docker run -d)",
                 "docker_cli_run_p50_ms": cli.map(round),
-                "docker_cli_samples": cli.map(|_| CLI_SAMPLES),
+                "docker_cli_samples": cli.map(|_| cli_sample_count()),
             })),
         );
         print(
@@ -162,16 +168,16 @@ async fn measure(
     for index in 0..WARM_UP {
         cold_sample(provider, &cold_config, &format!("warmup-{index}")).await?;
     }
-    let mut cold = Vec::with_capacity(SAMPLES);
-    let mut run = Vec::with_capacity(SAMPLES);
+    let mut cold = Vec::with_capacity(samples());
+    let mut run = Vec::with_capacity(samples());
     // Interleaved, so drift on a shared machine hits both alike.
-    for index in 0..SAMPLES {
+    for index in 0..samples() {
         cold.push(cold_sample(provider, &cold_config, &format!("cold-{index}")).await?);
         run.push(run_sample(docker, run_id).await?);
     }
-    let mut warm = Vec::with_capacity(SAMPLES);
+    let mut warm = Vec::with_capacity(samples());
     let pooled = destination("bench-pool", &warm_config);
-    for index in 0..SAMPLES {
+    for index in 0..samples() {
         provider.prewarm(&pooled).await?;
         let started = Instant::now();
         let session = provider
@@ -240,8 +246,8 @@ async fn run_sample(docker: &Docker, run_id: &str) -> anyhow::Result<f64> {
 
 /// `docker run -d` through the CLI, when it is installed (context only).
 async fn cli_samples(run_id: &str) -> Option<Vec<f64>> {
-    let mut samples = Vec::with_capacity(CLI_SAMPLES);
-    for _ in 0..CLI_SAMPLES {
+    let mut samples = Vec::with_capacity(cli_sample_count());
+    for _ in 0..cli_sample_count() {
         let started = Instant::now();
         let output = tokio::process::Command::new("docker")
             .args(["run", "-d", "--network", "none", "--label"])

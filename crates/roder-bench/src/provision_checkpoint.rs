@@ -30,10 +30,13 @@ use roder_api::workdir::{WorkdirMaterializer, WorkdirRequest};
 use roder_ext_runner_git_worktree::{GitCheckpointer, GitWorktreeMaterializer, PROVIDER_ID};
 use serde_json::json;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 use crate::provision_worktree::{build_repository, git};
 
-const SAMPLES: usize = 15;
+fn samples() -> usize {
+    sized(15, 2)
+}
+
 /// Files each kind of change touches.
 const CHANGED: usize = 10;
 
@@ -72,8 +75,8 @@ pub async fn run() -> anyhow::Result<()> {
         Some(&scratch.path().join("warm")),
     )
     .await?;
-    let mut raw = Vec::with_capacity(SAMPLES);
-    for n in 0..SAMPLES {
+    let mut raw = Vec::with_capacity(samples());
+    for n in 0..samples() {
         let target = scratch.path().join(format!("raw-{n}"));
         let started = Instant::now();
         let mut command = tokio::process::Command::new("git");
@@ -91,9 +94,9 @@ pub async fn run() -> anyhow::Result<()> {
         );
         raw.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    let mut forks = Vec::with_capacity(SAMPLES);
-    let mut made = Vec::with_capacity(SAMPLES);
-    for _ in 0..SAMPLES {
+    let mut forks = Vec::with_capacity(samples());
+    let mut made = Vec::with_capacity(samples());
+    for _ in 0..samples() {
         let started = Instant::now();
         let forked = checkpointer.fork(&workspace, &checkpoint).await?;
         forks.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -104,8 +107,8 @@ pub async fn run() -> anyhow::Result<()> {
         checkpointer.discard(forked).await?;
     }
 
-    let mut rollbacks = Vec::with_capacity(SAMPLES);
-    for n in 0..SAMPLES {
+    let mut rollbacks = Vec::with_capacity(samples());
+    for n in 0..samples() {
         change_files(&checkout, &format!("turn {n}"), 700).await?;
         let started = Instant::now();
         checkpointer.restore(&workspace, &checkpoint).await?;
@@ -126,7 +129,7 @@ pub async fn run() -> anyhow::Result<()> {
         "ms",
         json!({
             "files": 1000,
-            "samples": SAMPLES,
+            "samples": samples(),
             "uncommitted_changes": CHANGED * 3,
             "raw_git_worktree_add_p50_ms": raw_p50,
             "ratio_to_raw_git": if raw_p50 > 0.0 { fork_p50 / raw_p50 } else { 0.0 },
@@ -140,7 +143,7 @@ pub async fn run() -> anyhow::Result<()> {
         "ms",
         json!({
             "files": 1000,
-            "samples": SAMPLES,
+            "samples": samples(),
             "changes_undone": CHANGED * 3,
             "max_ms": rollbacks.last().copied().unwrap_or_default(),
         }),

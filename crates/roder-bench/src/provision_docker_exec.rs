@@ -2,8 +2,8 @@
 //!
 //! * `docker_exec_p50_ms`: one `exec_command` of `true` through the runtime
 //!   (a scripted engine, the builtin tools, the runner session and its
-//!   sandbox executor), measured as (a turn of [`CALLS`] calls − a turn of
-//!   none) / [`CALLS`], so the turn's fixed costs cancel;
+//!   sandbox executor), measured as (a turn of [`calls()`] calls − a turn of
+//!   none) / [`calls()`], so the turn's fixed costs cancel;
 //! * `docker_engine_exec_p50_ms`, the baseline: a raw Engine API exec of
 //!   `true` (create, start attached, read to the end, inspect) in the same
 //!   container, in the same run;
@@ -38,22 +38,39 @@ use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 use crate::provision::{BENCH_LABEL, ms, remove_labelled, round};
 
 const IMAGE: &str = "roder-sandbox:latest";
 /// Tool calls in a measured turn.
-const CALLS: usize = 20;
+fn calls() -> usize {
+    sized(20, 2)
+}
+
 /// Measured turns per figure.
-const REPEATS: usize = 10;
+fn repeats() -> usize {
+    sized(10, 1)
+}
+
 /// Raw Engine API execs for the baseline.
-const ENGINE_SAMPLES: usize = 30;
+fn engine_samples() -> usize {
+    sized(30, 2)
+}
+
 /// Pause-and-resume rounds.
-const RESUMES: usize = 8;
+fn resumes() -> usize {
+    sized(8, 1)
+}
+
 /// Samples of the manifest copy-in.
-const COPY_SAMPLES: usize = 8;
+fn copy_samples() -> usize {
+    sized(8, 1)
+}
+
 /// Files in the copied tree.
-const COPY_FILES: usize = 1000;
+fn copy_files() -> usize {
+    sized(1000, 10)
+}
 
 pub async fn run() -> anyhow::Result<()> {
     if !roder_ext_runner_docker::daemon_socket_present() {
@@ -108,7 +125,7 @@ impl Figures {
             "docker_engine_exec_p50_ms",
             engine,
             "ms",
-            json!({"what": "baseline: a raw Engine API exec of `true` in the same container (create, start, read to the end, inspect)", "samples": ENGINE_SAMPLES}),
+            json!({"what": "baseline: a raw Engine API exec of `true` in the same container (create, start, read to the end, inspect)", "samples": engine_samples()}),
         );
         print(
             "provision",
@@ -129,7 +146,7 @@ impl Figures {
             "docker_resume_p50_ms",
             resume,
             "ms",
-            json!({"what": "the first turn (one exec_command) in a new runtime of a thread whose container on_idle paused", "samples": RESUMES, "target": "under 100 ms"}),
+            json!({"what": "the first turn (one exec_command) in a new runtime of a thread whose container on_idle paused", "samples": resumes(), "target": "under 100 ms"}),
         );
         print(
             "provision",
@@ -140,7 +157,7 @@ impl Figures {
                 "what": "a 1,000-file manifest entry copied into a new container: create_session with it - without it, p50",
                 "raw_archive_upload_p50_ms": round(raw_upload),
                 "ratio_to_raw_upload": if raw_upload > 0.0 { round(copy_in / raw_upload) } else { 0.0 },
-                "samples": COPY_SAMPLES,
+                "samples": copy_samples(),
             }),
         );
     }
@@ -225,8 +242,8 @@ impl Bench {
         }
     }
 
-    /// Per-call cost of `round` through the runtime: (turn of [`CALLS`]
-    /// rounds − turn of none) / [`CALLS`], [`REPEATS`] times, each on a new
+    /// Per-call cost of `round` through the runtime: (turn of [`calls()`]
+    /// rounds − turn of none) / [`calls()`], [`repeats()`] times, each on a new
     /// thread of `config` (a warm-pool container, its helper started by an
     /// untimed first call), so a sample does not also pay for the history
     /// earlier samples left (every model request carries the transcript).
@@ -236,17 +253,17 @@ impl Bench {
         config: &Value,
         round: impl Fn(usize) -> Vec<ScriptedRound>,
     ) -> anyhow::Result<Vec<f64>> {
-        let mut samples = Vec::with_capacity(REPEATS);
-        for repeat in 0..REPEATS {
+        let mut samples = Vec::with_capacity(repeats());
+        for repeat in 0..repeats() {
             let thread = self.thread(host, config.clone()).await?;
             let thread = thread.as_str();
             self.turn(thread, exec_true(0)).await?;
             let empty = self.turn(thread, Vec::new()).await?;
-            let rounds = (0..CALLS)
-                .flat_map(|call| round(repeat * CALLS + call))
+            let rounds = (0..calls())
+                .flat_map(|call| round(repeat * calls() + call))
                 .collect();
             let full = self.turn(thread, rounds).await?;
-            samples.push(((full - empty) / CALLS as f64).max(0.0));
+            samples.push(((full - empty) / calls() as f64).max(0.0));
         }
         Ok(samples)
     }
@@ -300,8 +317,8 @@ async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figu
     bench.turn(&thread, exec_true(0)).await?;
     let container = bench.container_of(&thread).await?;
     let docker = DockerRunnerProvider::connect()?.docker().await?;
-    let mut engine = Vec::with_capacity(ENGINE_SAMPLES);
-    for _ in 0..ENGINE_SAMPLES {
+    let mut engine = Vec::with_capacity(engine_samples());
+    for _ in 0..engine_samples() {
         engine.push(engine_exec(&docker, &container).await?);
     }
 
@@ -310,8 +327,8 @@ async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figu
     // No pool refills behind the cleanup's back.
     bench.provider.shutdown_pool().await?;
 
-    let mut resume = Vec::with_capacity(RESUMES);
-    for _ in 0..RESUMES {
+    let mut resume = Vec::with_capacity(resumes());
+    for _ in 0..resumes() {
         let released = bench.runtime.release_idle_runners().await;
         if released.iter().all(|(_, outcome)| outcome.is_err()) {
             bail!("on_idle paused nothing: {released:?}");
@@ -334,9 +351,9 @@ async fn measure(run_id: &str, store: &Path, host: &Path) -> anyhow::Result<Figu
     })
 }
 
-/// A tree of [`COPY_FILES`] small files in 20 directories.
+/// A tree of [`copy_files()`] small files in 20 directories.
 fn tree(root: &Path) -> anyhow::Result<()> {
-    for index in 0..COPY_FILES {
+    for index in 0..copy_files() {
         let dir = root.join(format!("d{:02}", index % 20));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(
@@ -375,9 +392,9 @@ async fn copy_in(docker: &Docker, config: &Value) -> anyhow::Result<(Vec<f64>, V
         }],
         mounts: Vec::new(),
     };
-    let mut copy_in = Vec::with_capacity(COPY_SAMPLES);
-    let mut raw = Vec::with_capacity(COPY_SAMPLES);
-    for index in 0..COPY_SAMPLES + 1 {
+    let mut copy_in = Vec::with_capacity(copy_samples());
+    let mut raw = Vec::with_capacity(copy_samples());
+    for index in 0..copy_samples() + 1 {
         let started = Instant::now();
         let bare = provider
             .create_session(destination(index, RunnerManifest::default()))
@@ -414,10 +431,11 @@ async fn copy_in(docker: &Docker, config: &Value) -> anyhow::Result<(Vec<f64>, V
             })
             .await?;
         with.close().await?;
-        if check.stdout.trim() != COPY_FILES.to_string() {
+        if check.stdout.trim() != copy_files().to_string() {
             bail!(
-                "the copied tree has {} files, not {COPY_FILES}",
-                check.stdout.trim()
+                "the copied tree has {} files, not {}",
+                check.stdout.trim(),
+                copy_files()
             );
         }
         // The first pair warms caches.

@@ -31,11 +31,17 @@ use roder_api::remote_runner::{
 use roder_ext_runner_docker::{DockerCheckpointer, DockerRunnerProvider, PROVIDER_ID};
 use serde_json::{Value, json};
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
 const IMAGE: &str = "roder-sandbox:latest";
-const SAMPLES: usize = 10;
-const FILES: usize = 200;
+fn samples() -> usize {
+    sized(10, 2)
+}
+
+fn files() -> usize {
+    sized(200, 120)
+}
+
 const LABEL: &str = "roder-bench";
 
 pub async fn run() -> anyhow::Result<()> {
@@ -102,7 +108,10 @@ async fn measure(
     let source = provider.create_session(source_destination.clone()).await?;
     run_ok(
         source.as_ref(),
-        &format!("mkdir -p d && for i in $(seq 1 {FILES}); do echo \"file $i\" > d/f$i.txt; done"),
+        &format!(
+            "mkdir -p d && for i in $(seq 1 {}); do echo \"file $i\" > d/f$i.txt; done",
+            files()
+        ),
     )
     .await?;
     let workspace = CheckpointWorkspace::Runner {
@@ -125,10 +134,10 @@ async fn measure(
     let checkpoint_ms = started.elapsed().as_secs_f64() * 1000.0;
     images.push(checkpoint.id.clone());
 
-    let mut cold = Vec::with_capacity(SAMPLES);
-    let mut forks = Vec::with_capacity(SAMPLES);
+    let mut cold = Vec::with_capacity(samples());
+    let mut forks = Vec::with_capacity(samples());
     // One of each unmeasured (caches), then interleaved samples.
-    for index in 0..=SAMPLES {
+    for index in 0..=samples() {
         let started = Instant::now();
         let session = provider
             .create_session(destination(&format!("thread-bench-cold-{index}"), &config))
@@ -155,9 +164,10 @@ async fn measure(
         if index == 0 {
             let count = run_ok(session.as_ref(), "ls d | wc -l").await?;
             anyhow::ensure!(
-                count.trim() == FILES.to_string(),
-                "the fork has {} files, not {FILES}",
-                count.trim()
+                count.trim() == files().to_string(),
+                "the fork has {} files, not {}",
+                count.trim(),
+                files()
             );
         } else {
             cold.push(cold_ms);
@@ -166,8 +176,8 @@ async fn measure(
         session.close().await?;
     }
 
-    let mut rollbacks = Vec::with_capacity(SAMPLES);
-    for index in 0..SAMPLES {
+    let mut rollbacks = Vec::with_capacity(samples());
+    for index in 0..samples() {
         run_ok(
             source.as_ref(),
             &format!(
@@ -182,7 +192,7 @@ async fn measure(
     }
     let check = run_ok(source.as_ref(), "ls d | wc -l; cat d/f1.txt").await?;
     anyhow::ensure!(
-        check == format!("{FILES}\nfile 1\n"),
+        check == format!("{}\nfile 1\n", files()),
         "the rollback did not restore the files: {check}"
     );
     source.close().await?;
@@ -195,8 +205,8 @@ async fn measure(
         fork_p50,
         "ms",
         json!({
-            "files": FILES,
-            "samples": SAMPLES,
+            "files": files(),
+            "samples": samples(),
             "image": IMAGE,
             "what": "DockerCheckpointer::fork + create_session of the fork (a started container of the checkpoint image, saved workspace copied into its volume)",
             "cold_container_p50_ms": cold_p50,
@@ -211,8 +221,8 @@ async fn measure(
         rollback_p50,
         "ms",
         json!({
-            "files": FILES,
-            "samples": SAMPLES,
+            "files": files(),
+            "samples": samples(),
             "changes_undone": 30,
             "what": "DockerCheckpointer::restore: the workspace emptied and refilled from the checkpoint image",
         }),

@@ -14,10 +14,15 @@ use roder_api::workdir::{WorkdirMaterializer, WorkdirRequest};
 use roder_ext_runner_git_worktree::GitWorktreeMaterializer;
 use serde_json::json;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
+/// Files in the repository (the checkpoint bench deletes files 500..720
+/// of it, so smoke mode keeps them all).
 const FILES: usize = 1_000;
-const SAMPLES: usize = 15;
+
+fn sample_count() -> usize {
+    sized(15, 2)
+}
 
 pub async fn worktree() -> anyhow::Result<()> {
     let scratch = tempfile::tempdir()?;
@@ -32,8 +37,8 @@ pub async fn worktree() -> anyhow::Result<()> {
     )
     .await?;
 
-    let mut raw = Vec::with_capacity(SAMPLES);
-    for n in 0..SAMPLES {
+    let mut raw = Vec::with_capacity(sample_count());
+    for n in 0..sample_count() {
         let target = scratch.path().join(format!("raw-{n}"));
         let started = Instant::now();
         git(
@@ -47,8 +52,8 @@ pub async fn worktree() -> anyhow::Result<()> {
 
     // The materialized ones stay alive together, as parallel agents' would.
     let materializer = GitWorktreeMaterializer::new(scratch.path().join("worktrees"));
-    let mut samples = Vec::with_capacity(SAMPLES);
-    for n in 0..SAMPLES {
+    let mut samples = Vec::with_capacity(sample_count());
+    for n in 0..sample_count() {
         let started = Instant::now();
         materializer
             .materialize(WorkdirRequest {
@@ -60,7 +65,7 @@ pub async fn worktree() -> anyhow::Result<()> {
             .context("materializing a worktree")?;
         samples.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    for n in 0..SAMPLES {
+    for n in 0..sample_count() {
         materializer.cleanup(&format!("bench-{n}")).await?;
     }
 
@@ -73,7 +78,7 @@ pub async fn worktree() -> anyhow::Result<()> {
         "ms",
         json!({
             "files": FILES,
-            "samples": SAMPLES,
+            "samples": sample_count(),
             // `median` sorted the samples, so the last is the slowest.
             "max_ms": samples.last().copied().unwrap_or_default(),
             "raw_git_worktree_add_p50_ms": raw_p50,

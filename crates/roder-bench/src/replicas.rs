@@ -43,15 +43,27 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::figure::{median, percentile, print};
+use crate::figure::{median, percentile, print, sized};
 
 const BENCH: &str = "replicas";
 const REPLICAS: usize = 3;
-const CLIENTS: usize = 100;
+fn client_count() -> usize {
+    sized(100, 2)
+}
+
 const TOOL_CALLS: usize = 3;
-const STEPS: usize = 40;
-const IDLE: usize = 1_000;
-const STEP_RUNS: usize = 5;
+fn steps() -> usize {
+    sized(40, 3)
+}
+
+fn idle_count() -> usize {
+    sized(1_000, 50)
+}
+
+fn step_runs() -> usize {
+    sized(5, 1)
+}
+
 const TTL_SECS: u64 = 2;
 /// The whole run is bounded: a stuck client fails the bench, never hangs it.
 const BOUND: Duration = Duration::from_secs(600);
@@ -130,7 +142,7 @@ fn print_ratio(prefix: &str, alone: f64, crowded: f64, store: &str) {
         &format!("{prefix}step_ms_1000_idle_ratio"),
         crowded / alone,
         "ratio",
-        json!({"steps": STEPS, "idle_connections": IDLE, "runs": STEP_RUNS,
+        json!({"steps": steps(), "idle_connections": idle_count(), "runs": step_runs(),
                "step_ms_alone": alone, "step_ms_with_idle": crowded,
                "store": store, "target": "< 1.2"}),
     );
@@ -222,7 +234,7 @@ fn report(turns: &Turns, setup: &str, prefix: &str) {
     let mut latencies = turns.latencies_ms.clone();
     let p95 = percentile(&mut latencies, 0.95);
     let p50 = median(&mut latencies);
-    let context = json!({"setup": setup, "clients": CLIENTS, "tool_calls_per_turn": TOOL_CALLS,
+    let context = json!({"setup": setup, "clients": client_count(), "tool_calls_per_turn": TOOL_CALLS,
         "events": turns.events, "wall_s": turns.wall_s, "latency_p50_ms": p50,
         "lost": turns.lost, "transport": "websocket 127.0.0.1"});
     print(
@@ -248,12 +260,12 @@ fn report(turns: &Turns, setup: &str, prefix: &str) {
     );
 }
 
-/// `CLIENTS` scripted turns at once, client `i` on `addrs[i % n]`, watched
+/// `client_count()` scripted turns at once, client `i` on `addrs[i % n]`, watched
 /// from `addrs[(i + 1) % n]` when `cross` (else from its own connection).
 async fn turns(model: &FakeModelServer, addrs: &[String], cross: bool) -> anyhow::Result<Turns> {
     // One shared script: each turn takes replies until it gets an answer,
     // so every turn ends and TOOL_CALLS per turn holds on average.
-    for index in 0..CLIENTS {
+    for index in 0..client_count() {
         for call in 0..TOOL_CALLS {
             let id = format!("call-{index}-{call}");
             model.push(ChatStream::tool_calls_reply(&[(
@@ -264,15 +276,15 @@ async fn turns(model: &FakeModelServer, addrs: &[String], cross: bool) -> anyhow
         }
         model.push(ChatStream::text_reply("read it"));
     }
-    let start_line = Arc::new(tokio::sync::Barrier::new(CLIENTS));
-    let clients: Vec<_> = (0..CLIENTS)
+    let start_line = Arc::new(tokio::sync::Barrier::new(client_count()));
+    let clients: Vec<_> = (0..client_count())
         .map(|index| {
             let runner = addrs[index % addrs.len()].clone();
             let watcher = cross.then(|| addrs[(index + 1) % addrs.len()].clone());
             tokio::spawn(one_client(runner, watcher, start_line.clone()))
         })
         .collect();
-    let mut runs = Vec::with_capacity(CLIENTS);
+    let mut runs = Vec::with_capacity(client_count());
     for client in clients {
         runs.push(client.await??);
     }
@@ -453,8 +465,8 @@ async fn failover(
     Ok(failover)
 }
 
-/// Median per-step milliseconds of a `STEPS`-step turn on `addr`, without
-/// and with `IDLE` idle connections each following its own thread.
+/// Median per-step milliseconds of a `steps()`-step turn on `addr`, without
+/// and with `idle_count()` idle connections each following its own thread.
 async fn step_ratio(model: &FakeModelServer, addr: &str) -> anyhow::Result<(f64, f64)> {
     let mut client = RpcClient::connect(addr).await?;
     let thread = client.request("thread/start", json!({})).await?;
@@ -465,11 +477,11 @@ async fn step_ratio(model: &FakeModelServer, addr: &str) -> anyhow::Result<(f64,
     // Warm-up.
     one_turn(model, &mut client, &thread_id).await?;
     let mut alone = Vec::new();
-    for _ in 0..STEP_RUNS {
+    for _ in 0..step_runs() {
         alone.push(one_turn(model, &mut client, &thread_id).await?);
     }
-    let mut idle = Vec::with_capacity(IDLE);
-    for chunk in 0..IDLE / 50 {
+    let mut idle = Vec::with_capacity(idle_count());
+    for chunk in 0..idle_count() / 50 {
         let opened = futures::future::try_join_all((0..50).map(|_| async {
             let mut idle = RpcClient::connect(addr).await?;
             idle.request("thread/start", json!({})).await?;
@@ -480,25 +492,25 @@ async fn step_ratio(model: &FakeModelServer, addr: &str) -> anyhow::Result<(f64,
         idle.extend(opened);
     }
     let mut crowded = Vec::new();
-    for _ in 0..STEP_RUNS {
+    for _ in 0..step_runs() {
         crowded.push(one_turn(model, &mut client, &thread_id).await?);
     }
     // Alternate once more, so drift of the machine shows in both.
     drop(idle);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    for _ in 0..STEP_RUNS {
+    for _ in 0..step_runs() {
         alone.push(one_turn(model, &mut client, &thread_id).await?);
     }
     Ok((median(&mut alone), median(&mut crowded)))
 }
 
-/// One `STEPS`-step turn; milliseconds per step.
+/// One `steps()`-step turn; milliseconds per step.
 async fn one_turn(
     model: &FakeModelServer,
     client: &mut RpcClient,
     thread_id: &str,
 ) -> anyhow::Result<f64> {
-    for step in 0..STEPS {
+    for step in 0..steps() {
         let id = format!("step-{step}");
         model.push(ChatStream::tool_calls_reply(&[(
             id.as_str(),
@@ -515,7 +527,7 @@ async fn one_turn(
         )
         .await?;
     client.until_turn_ends().await?;
-    Ok(started.elapsed().as_secs_f64() * 1000.0 / STEPS as f64)
+    Ok(started.elapsed().as_secs_f64() * 1000.0 / steps() as f64)
 }
 
 struct RpcClient {

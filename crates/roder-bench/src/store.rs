@@ -10,9 +10,11 @@ use roder_ext_jsonl_thread_store::store::JsonlThreadStore;
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const EVENTS: u64 = 10_000;
+fn event_count() -> u64 {
+    sized(10_000, 200)
+}
 
 fn event(thread_id: &str, seq: u64) -> EventEnvelope {
     EventEnvelope {
@@ -68,7 +70,7 @@ pub async fn run() -> anyhow::Result<()> {
         .await?;
 
     let started = Instant::now();
-    for seq in 1..=EVENTS {
+    for seq in 1..=event_count() {
         store
             .append_events(thread_id, &[event(thread_id, seq)])
             .await?;
@@ -77,9 +79,9 @@ pub async fn run() -> anyhow::Result<()> {
     print(
         "store",
         "append_events_per_s",
-        EVENTS as f64 / append_s,
+        event_count() as f64 / append_s,
         "events/s",
-        json!({ "events": EVENTS, "one_event_per_append": true }),
+        json!({ "events": event_count(), "one_event_per_append": true }),
     );
 
     let log = dir.path().join(thread_id).join("events.jsonl");
@@ -95,7 +97,7 @@ pub async fn run() -> anyhow::Result<()> {
         let events = store.load_events(thread_id, 0).await?;
         loads.push(started.elapsed().as_secs_f64() * 1000.0);
         anyhow::ensure!(
-            events.len() as u64 == EVENTS,
+            events.len() as u64 == event_count(),
             "loaded {} events",
             events.len()
         );
@@ -105,7 +107,7 @@ pub async fn run() -> anyhow::Result<()> {
         "load_10k_events_ms",
         median(&mut loads),
         "ms",
-        json!({ "events": EVENTS, "file_bytes": bytes, "raw_read_ms": median(&mut raw_reads) }),
+        json!({ "events": event_count(), "file_bytes": bytes, "raw_read_ms": median(&mut raw_reads) }),
     );
     crate::store_durability::run().await
 }

@@ -25,27 +25,35 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::coding_runtime;
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const STEPS: usize = 100;
-const REPEATS: usize = 5;
-const CHECKPOINTS: usize = 10_000;
+fn steps() -> usize {
+    sized(100, 3)
+}
+
+fn repeats() -> usize {
+    sized(5, 1)
+}
+
+fn checkpoints() -> usize {
+    sized(10_000, 20)
+}
 
 pub async fn run() -> anyhow::Result<()> {
     let mut none = Vec::new();
     let mut turn = Vec::new();
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         none.push(turn_of_steps(SyncMode::None).await?.as_secs_f64());
         turn.push(turn_of_steps(SyncMode::Turn).await?.as_secs_f64());
     }
-    let per_step_ms = |seconds: f64| seconds * 1000.0 / STEPS as f64;
+    let per_step_ms = |seconds: f64| seconds * 1000.0 / steps() as f64;
     let (none, turn) = (median(&mut none), median(&mut turn));
     print(
         "store",
         "sync_turn_ratio",
         turn / none,
         "ratio",
-        json!({ "steps": STEPS, "repeats": REPEATS, "command": "true",
+        json!({ "steps": steps(), "repeats": repeats(), "command": "true",
             "none_ms_per_step": per_step_ms(none),
             "turn_ms_per_step": per_step_ms(turn),
             "sync_ms_per_step": per_step_ms(turn - none) }),
@@ -56,17 +64,17 @@ pub async fn run() -> anyhow::Result<()> {
         "gc_10k_checkpoints_s",
         seconds,
         "s",
-        json!({ "checkpoints": CHECKPOINTS, "removed": removed, "kind": "git refs" }),
+        json!({ "checkpoints": checkpoints(), "removed": removed, "kind": "git refs" }),
     );
     Ok(())
 }
 
-/// One scripted turn of [`STEPS`] tool calls on a store with `mode`.
+/// One scripted turn of [`steps()`] tool calls on a store with `mode`.
 async fn turn_of_steps(mode: SyncMode) -> anyhow::Result<Duration> {
     let workspace = tempfile::tempdir_in(env_tmp())?;
     let store = tempfile::tempdir_in(env_tmp())?;
     roder_ext_jsonl_thread_store::sync::set_mode(store.path(), mode);
-    let mut rounds: Vec<ScriptedRound> = (0..STEPS)
+    let mut rounds: Vec<ScriptedRound> = (0..steps())
         .map(|index| {
             let id = format!("call-{index}");
             tool_round(&[(id.as_str(), "exec_command", r#"{"cmd":"true"}"#)])
@@ -95,8 +103,9 @@ async fn turn_of_steps(mode: SyncMode) -> anyhow::Result<Duration> {
     let syncs = roder_ext_jsonl_thread_store::sync::syncs_of(&log) - syncs_before;
     match mode {
         SyncMode::Turn => anyhow::ensure!(
-            syncs as usize > STEPS,
-            "sync = \"turn\" synced {syncs} times for {STEPS} tool calls"
+            syncs as usize > steps(),
+            "sync = \"turn\" synced {syncs} times for {} tool calls",
+            steps()
         ),
         _ => anyhow::ensure!(syncs == 0, "sync = \"none\" synced {syncs} times"),
     }
@@ -127,7 +136,7 @@ fn git(dir: &Path, args: &[&str], input: Option<&str>) -> anyhow::Result<String>
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
-/// A repository with [`CHECKPOINTS`] checkpoint refs, a thread whose log
+/// A repository with [`checkpoints()`] checkpoint refs, a thread whose log
 /// names them, and the time the runtime takes to collect them all.
 async fn collect_checkpoints() -> anyhow::Result<(f64, usize)> {
     let dir = tempfile::tempdir_in(env_tmp())?;
@@ -140,7 +149,7 @@ async fn collect_checkpoints() -> anyhow::Result<(f64, usize)> {
     let commit = git(&repo, &["rev-parse", "HEAD"], None)?;
     let thread_id = "gc-bench";
     let mut refs = String::new();
-    for turn in 0..CHECKPOINTS {
+    for turn in 0..checkpoints() {
         refs.push_str(&format!(
             "create refs/roder/checkpoints/{thread_id}/turn-{turn} {commit}\n"
         ));
@@ -157,7 +166,7 @@ async fn collect_checkpoints() -> anyhow::Result<(f64, usize)> {
         "updated_at": now.format(&time::format_description::well_known::Rfc3339)?,
     }))?;
     store.create_thread(metadata).await?;
-    let events: Vec<EventEnvelope> = (0..CHECKPOINTS)
+    let events: Vec<EventEnvelope> = (0..checkpoints())
         .map(|turn| EventEnvelope {
             seq: turn as u64 + 1,
             timestamp: now,
@@ -199,9 +208,10 @@ async fn collect_checkpoints() -> anyhow::Result<(f64, usize)> {
         None,
     )?;
     anyhow::ensure!(
-        removed.len() == CHECKPOINTS && left.is_empty(),
-        "removed {} of {CHECKPOINTS} refs; left: {} lines",
+        removed.len() == checkpoints() && left.is_empty(),
+        "removed {} of {} refs; left: {} lines",
         removed.len(),
+        checkpoints(),
         left.lines().count()
     );
     Ok((seconds, removed.len()))

@@ -13,7 +13,7 @@ use roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory;
 use roder_testkit::ToolLoopEngine;
 use serde_json::json;
 
-use crate::figure::print;
+use crate::figure::{print, sized};
 
 /// A field of /proc/self/status in KiB.
 fn status_kib(field: &str) -> anyhow::Result<u64> {
@@ -27,7 +27,8 @@ fn status_kib(field: &str) -> anyhow::Result<u64> {
 }
 
 pub async fn run() -> anyhow::Result<()> {
-    for count in [100usize, 1_000] {
+    let (small, large) = sized((100usize, 1_000), (10, 20));
+    for count in [small, large] {
         // Each size in a fresh process, so its peak RSS is its own.
         let output = tokio::process::Command::new(std::env::current_exe()?)
             .args([CHILD_ARG, &count.to_string()])
@@ -47,11 +48,11 @@ pub async fn run() -> anyhow::Result<()> {
             "s",
             json!({ "threads": count }),
         );
-        if count == 1_000 {
+        if count == large {
             let (baseline, peak) = (number("baseline_kib"), number("peak_kib"));
             print(
                 "threads",
-                "rss_per_thread_mib_1000",
+                &format!("rss_per_thread_mib_{count}"),
                 (peak - baseline) / 1024.0 / count as f64,
                 "MiB",
                 json!({ "threads": count, "baseline_rss_mib": baseline / 1024.0,

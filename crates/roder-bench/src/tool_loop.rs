@@ -19,10 +19,15 @@ use roder_testkit::{ScriptedEngine, ScriptedRound, final_round, tool_round};
 use serde_json::json;
 
 use crate::coding_runtime;
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const CALLS: usize = 200;
-const REPEATS: usize = 5;
+fn calls() -> usize {
+    sized(200, 3)
+}
+
+fn repeats() -> usize {
+    sized(5, 1)
+}
 
 pub async fn run() -> anyhow::Result<()> {
     let confined_policy = SandboxPolicy::default();
@@ -40,31 +45,31 @@ pub async fn run() -> anyhow::Result<()> {
     let mut unconfined = Vec::new();
     let mut bubblewrap = Vec::new();
     // Interleave them so drift on a shared machine hits all alike.
-    for _ in 0..REPEATS {
-        raw.push(raw_spawns(CALLS).await?.as_secs_f64());
+    for _ in 0..repeats() {
+        raw.push(raw_spawns(calls()).await?.as_secs_f64());
         harness.push(
-            through_runtime(CALLS, &confined_policy)
+            through_runtime(calls(), &confined_policy)
                 .await?
                 .as_secs_f64(),
         );
         unconfined.push(
-            through_runtime(CALLS, &unconfined_policy)
+            through_runtime(calls(), &unconfined_policy)
                 .await?
                 .as_secs_f64(),
         );
         if with_bwrap {
             bubblewrap.push(
-                through_runtime(CALLS, &bubblewrap_policy)
+                through_runtime(calls(), &bubblewrap_policy)
                     .await?
                     .as_secs_f64(),
             );
         }
     }
-    let per_call_ms = |seconds: f64| seconds * 1000.0 / CALLS as f64;
+    let per_call_ms = |seconds: f64| seconds * 1000.0 / calls() as f64;
     let raw = median(&mut raw);
     let harness = median(&mut harness);
     let unconfined = median(&mut unconfined);
-    let context = json!({ "calls": CALLS, "repeats": REPEATS, "command": "sh -c true",
+    let context = json!({ "calls": calls(), "repeats": repeats(), "command": "sh -c true",
         "raw_ms_per_call": per_call_ms(raw),
         "runtime_ms_per_call": per_call_ms(harness) });
     print(
@@ -88,7 +93,7 @@ pub async fn run() -> anyhow::Result<()> {
         "confinement_overhead_ms",
         overhead,
         "ms",
-        json!({ "calls": CALLS, "repeats": REPEATS, "command": "true",
+        json!({ "calls": calls(), "repeats": repeats(), "command": "true",
             "confined": "landlock, network off (the default policy)",
             "confined_ms_per_call": per_call_ms(harness),
             "unconfined_ms_per_call": per_call_ms(unconfined),
@@ -102,7 +107,7 @@ pub async fn run() -> anyhow::Result<()> {
         "confinement_ratio_to_unconfined_spawn",
         overhead / per_call_ms(raw),
         "ratio",
-        json!({ "calls": CALLS, "repeats": REPEATS,
+        json!({ "calls": calls(), "repeats": repeats(),
             "confinement_overhead_ms": overhead,
             "raw_unconfined_spawn_ms": per_call_ms(raw) }),
     );

@@ -19,10 +19,15 @@ use roder_testkit::fake_models::FakeModelServer;
 use serde_json::json;
 
 use crate::exec_loop::{Sample, exec};
-use crate::figure::{median, print};
+use crate::figure::{median, print, sized};
 
-const STEPS: usize = 50;
-const REPEATS: usize = 7;
+fn steps() -> usize {
+    sized(50, 2)
+}
+
+fn repeats() -> usize {
+    sized(7, 1)
+}
 
 pub async fn run() -> anyhow::Result<()> {
     let roder = crate::roder_process::binary()?;
@@ -56,18 +61,18 @@ pub async fn run() -> anyhow::Result<()> {
     let per_step = |samples: &[(Sample, Sample)], pick: fn(&Sample) -> f64| {
         let mut empty: Vec<f64> = samples.iter().map(|(empty, _)| pick(empty)).collect();
         let mut full: Vec<f64> = samples.iter().map(|(_, full)| pick(full)).collect();
-        (median(&mut full) - median(&mut empty)) / STEPS as f64
+        (median(&mut full) - median(&mut empty)) / steps() as f64
     };
     let (mut plain_ms, mut off_ms, mut exported_ms) = (Vec::new(), Vec::new(), Vec::new());
     // Interleaved, so drift on a shared machine hits all three alike.
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         for (home, samples) in [
             (&plain, &mut plain_ms),
             (&off, &mut off_ms),
             (&exported, &mut exported_ms),
         ] {
             let empty = exec(&roder, &server, home.path(), workspace.path(), 0).await?;
-            let full = exec(&roder, &server, home.path(), workspace.path(), STEPS).await?;
+            let full = exec(&roder, &server, home.path(), workspace.path(), steps()).await?;
             samples.push((empty, full));
         }
     }
@@ -81,7 +86,7 @@ pub async fn run() -> anyhow::Result<()> {
         per_step(&off_ms, cpu),
         per_step(&exported_ms, cpu),
     );
-    let context = json!({"steps": STEPS, "repeats": REPEATS, "command": "true",
+    let context = json!({"steps": steps(), "repeats": repeats(), "command": "true",
         "plain_cpu_ms_per_step": plain, "off_cpu_ms_per_step": off,
         "exported_cpu_ms_per_step": exported,
         "plain_wall_ms_per_step": per_step(&plain_ms, wall),

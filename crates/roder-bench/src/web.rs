@@ -26,12 +26,18 @@ use serde_json::{Value, json};
 use crate::app_server::RpcClient;
 use crate::browser::Browser;
 use crate::coding_runtime;
-use crate::figure::{median, percentile, print};
+use crate::figure::{median, percentile, print, sized};
 
 const LONG: &str = "0b0e5e11-0000-4000-8000-0000000b0001";
 const SHORT: &str = "0b0e5e11-0000-4000-8000-0000000b0002";
-const LOADS: usize = 5;
-const LIVE_TOOL_CALLS: usize = 60;
+fn loads() -> usize {
+    sized(5, 1)
+}
+
+fn live_tool_calls() -> usize {
+    sized(60, 3)
+}
+
 const BOUND: Duration = Duration::from_secs(300);
 
 pub async fn run() -> anyhow::Result<()> {
@@ -46,12 +52,13 @@ async fn measure() -> anyhow::Result<()> {
     tokio::fs::write(workspace.path().join("README.md"), "bench\n").await?;
     let workspace_text = workspace.path().to_string_lossy().into_owned();
     let jsonl = JsonlThreadStore::new(store.path());
-    let long_last = write_long_thread(&jsonl, LONG, &workspace_text, 1250).await?;
+    let long_turns = sized(1250, 5);
+    let long_last = write_long_thread(&jsonl, LONG, &workspace_text, long_turns).await?;
     let short_last = write_long_thread(&jsonl, SHORT, &workspace_text, 2).await?;
     let engine = Arc::new(ToolLoopEngine::new(
         "read_file",
         r#"{"path":"README.md"}"#,
-        LIVE_TOOL_CALLS,
+        live_tool_calls(),
         "read it",
     ));
     let builder = coding_runtime::builder(engine, store.path(), workspace.path())?;
@@ -64,8 +71,8 @@ async fn measure() -> anyhow::Result<()> {
 
     let mut small = Vec::new();
     let mut long = Vec::new();
-    for _ in 0..LOADS {
-        for (thread_id, turns, samples) in [(SHORT, 2, &mut small), (LONG, 1250, &mut long)] {
+    for _ in 0..loads() {
+        for (thread_id, turns, samples) in [(SHORT, 2, &mut small), (LONG, long_turns, &mut long)] {
             browser
                 .get(&format!("http://{addr}/threads/{thread_id}"))
                 .await?;
@@ -121,7 +128,7 @@ async fn measure() -> anyhow::Result<()> {
     let small_ms = median(&mut small);
     let long_ms = median(&mut long);
     let paint_context = json!({
-        "events": long_last, "baseline_events": short_last, "loads": LOADS,
+        "events": long_last, "baseline_events": short_last, "loads": loads(),
         "samples_10k_ms": long, "samples_small_ms": small,
         "browser": "chromium headless (selenium)", "transport": "websocket 127.0.0.1",
     });
@@ -151,7 +158,7 @@ async fn measure() -> anyhow::Result<()> {
     let page_p50 = median(&mut page);
     let client_p95 = percentile(&mut baseline, 0.95);
     let live_context = json!({
-        "events": events, "tool_calls": LIVE_TOOL_CALLS, "page_p50_ms": page_p50,
+        "events": events, "tool_calls": live_tool_calls(), "page_p50_ms": page_p50,
         "ws_client_events": baseline.len(),
     });
     print(
