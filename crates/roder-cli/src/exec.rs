@@ -389,11 +389,8 @@ pub(crate) async fn create_thread(
     profile: Option<ProfileSnapshot>,
 ) -> anyhow::Result<String> {
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
-    let runner = args
-        .runner
-        .as_ref()
-        .or(profile.as_ref().and_then(|profile| profile.runner.as_ref()));
-    if let Some(name) = runner {
+    // A profile's runner is applied by the runtime (`--runner` wins).
+    if let Some(name) = &args.runner {
         request.runner = Some(runner_selection(settings, name)?);
     }
     let Some(profile) = profile else {

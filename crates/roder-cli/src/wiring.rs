@@ -104,12 +104,32 @@ pub fn runtime(
             .telemetry
             .as_ref()
             .is_some_and(|telemetry| telemetry.capture_content),
+        named_runners: named_runners(settings),
         ..RuntimeConfig::default()
     };
     adjust(&mut config);
     let runtime = Arc::new(Runtime::new(builder.build()?, config)?);
     crate::telemetry::watch(&runtime);
     Ok(Wired { runtime, docker })
+}
+
+/// `[runners.NAME]` as selections a profile's `runner` can name. One that
+/// cannot be made (no workspace path for its provider) is left out with a
+/// warning; a profile naming it then gets the runtime's "not configured".
+fn named_runners(
+    settings: &Settings,
+) -> std::collections::BTreeMap<String, roder_core::ThreadRunnerSelection> {
+    settings
+        .runners
+        .keys()
+        .filter_map(|name| match crate::exec::runner_selection(settings, name) {
+            Ok(selection) => Some((name.clone(), selection)),
+            Err(error) => {
+                tracing::warn!("runner \"{name}\" cannot be named by a profile: {error:#}");
+                None
+            }
+        })
+        .collect()
 }
 
 fn engine(name: &str, entry: &ProviderEntry) -> anyhow::Result<Arc<dyn InferenceEngine>> {

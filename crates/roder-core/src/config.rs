@@ -105,6 +105,10 @@ pub struct RuntimeConfig {
     /// outputs (`[telemetry] capture_content`). Off: spans carry names,
     /// ids, counts and timings only.
     pub telemetry_capture_content: bool,
+    /// Runners by name (`config.toml`'s `[runners.NAME]`), for a profile
+    /// whose `runner` names one: a thread created with that profile and no
+    /// runner of its own binds to it.
+    pub named_runners: std::collections::BTreeMap<String, crate::requests::ThreadRunnerSelection>,
 }
 
 /// `[approvals]`: the runtime's rules and how asks behave.
@@ -161,6 +165,7 @@ impl Default for RuntimeConfig {
             credential_vars: Vec::new(),
             approvals: ApprovalsConfig::default(),
             telemetry_capture_content: false,
+            named_runners: Default::default(),
         }
     }
 }

@@ -8,9 +8,11 @@
 //! the thread's metadata in the same write, before the first turn, so every
 //! later turn, resume and process uses what the thread started with.
 //!
-//! `runner` and `mcp_servers` name configuration the runtime does not hold
-//! (`config.toml`'s runners, the host's MCP wiring): the caller applies them
-//! before it creates the thread.
+//! `runner` names one of the runtime's named runners
+//! ([`RuntimeConfig::named_runners`](crate::RuntimeConfig)): a thread
+//! without a runner of its own binds to it, and a caller's runner wins
+//! (recorded as an override). `mcp_servers` name wiring the runtime does
+//! not hold (the host's MCP servers): the caller starts them.
 
 use roder_api::approval::{ApprovalRule, ThreadApprovals};
 use roder_api::profile::{ProfileOverride, ProfileSnapshot};
@@ -82,6 +84,7 @@ impl Runtime {
         mut profile: ProfileSnapshot,
     ) -> anyhow::Result<ThreadMetadata> {
         apply_model(&mut request, &mut profile)?;
+        self.apply_runner(&mut request, &mut profile)?;
         apply_tools(&mut request, &profile);
         for entry in &profile.disallowed_tools {
             let rule: ApprovalRule = entry.parse().map_err(|error| {
@@ -120,6 +123,40 @@ impl Runtime {
 }
 
 /// The profile's `provider/model`, unless the caller named its own.
+impl Runtime {
+    /// The profile's runner, unless the caller chose one.
+    fn apply_runner(
+        &self,
+        request: &mut CreateThreadRequest,
+        profile: &mut ProfileSnapshot,
+    ) -> anyhow::Result<()> {
+        let Some(name) = profile.runner.clone() else {
+            return Ok(());
+        };
+        if let Some(chosen) = &request.runner {
+            profile.overrides.push(ProfileOverride {
+                field: "runner".into(),
+                profile_value: Some(name),
+                value: format!("{} (the caller's runner)", chosen.provider_id),
+            });
+            return Ok(());
+        }
+        let selection = self.config.named_runners.get(&name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "profile \"{}\" names runner \"{name}\", which is not configured (configured: {}); add a [runners.{name}] table",
+                profile.canonical,
+                if self.config.named_runners.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.config.named_runners.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )
+        })?;
+        request.runner = Some(selection.clone());
+        Ok(())
+    }
+}
+
 fn apply_model(
     request: &mut CreateThreadRequest,
     profile: &mut ProfileSnapshot,

@@ -233,3 +233,99 @@ async fn a_callers_model_and_mode_win_and_are_recorded() {
     assert_eq!(plain.provider.as_deref(), Some("mock"));
     assert_eq!(plain.model.as_deref(), Some("profile-model"));
 }
+
+/// A runtime with the `unix-local` runner provider and one named runner,
+/// `local`, rooted at `root`.
+fn runtime_with_named_runner(
+    store: &std::path::Path,
+    root: &std::path::Path,
+) -> std::sync::Arc<roder_core::Runtime> {
+    let mut builder = roder_api::extension::ExtensionRegistryBuilder::new();
+    builder.inference_engine(roder_testkit::ScriptedEngine::new(vec![final_round("ok")]));
+    builder.thread_store_factory(std::sync::Arc::new(
+        roder_ext_jsonl_thread_store::store::JsonlThreadStoreFactory {
+            base_path: store.to_path_buf(),
+        },
+    ));
+    builder.remote_runner_provider(std::sync::Arc::new(
+        roder_ext_runner_unix_local::UnixLocalRunnerProvider::default(),
+    ));
+    let root_text = root.display().to_string();
+    let config = roder_core::RuntimeConfig {
+        workspace: Some(root_text.clone()),
+        named_runners: [(
+            "local".to_string(),
+            roder_core::ThreadRunnerSelection {
+                provider_id: "unix-local".into(),
+                config: serde_json::json!({ "root": root_text }),
+                workspace: root_text,
+                read_roots: Vec::new(),
+            },
+        )]
+        .into(),
+        ..roder_core::RuntimeConfig::default()
+    };
+    std::sync::Arc::new(roder_core::Runtime::new(builder.build().unwrap(), config).unwrap())
+}
+
+#[tokio::test]
+async fn a_profile_runner_binds_the_thread_unless_the_caller_chose_one() {
+    let store = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    let runtime = runtime_with_named_runner(store.path(), &root);
+    let in_root = || CreateThreadRequest::in_workspace(root.display().to_string());
+    let sandboxed = ProfileSnapshot {
+        runner: Some("local".into()),
+        ..reviewer()
+    };
+
+    let thread = runtime
+        .create_thread_with_profile(in_root(), None, Default::default(), sandboxed.clone())
+        .await
+        .unwrap();
+    let binding = thread
+        .runner_binding
+        .expect("bound to the profile's runner");
+    assert_eq!(binding.destination.provider_id, "unix-local");
+    assert!(thread.profile.unwrap().overrides.is_empty());
+
+    // The caller's runner wins, and the stored snapshot says so.
+    let mut own = in_root();
+    own.runner = Some(roder_core::ThreadRunnerSelection {
+        provider_id: "unix-local".into(),
+        config: serde_json::json!({ "root": root.display().to_string() }),
+        workspace: root.display().to_string(),
+        read_roots: Vec::new(),
+    });
+    let thread = runtime
+        .create_thread_with_profile(own, None, Default::default(), sandboxed)
+        .await
+        .unwrap();
+    let overrides = thread.profile.unwrap().overrides;
+    assert_eq!(overrides.len(), 1, "{overrides:?}");
+    assert_eq!(overrides[0].field, "runner");
+    assert_eq!(overrides[0].profile_value.as_deref(), Some("local"));
+
+    // A runner nobody configured is an error that names it; no thread.
+    let before = runtime.list_threads().await.unwrap().len();
+    let error = runtime
+        .create_thread_with_profile(
+            in_root(),
+            None,
+            Default::default(),
+            ProfileSnapshot {
+                runner: Some("gpu".into()),
+                ..reviewer()
+            },
+        )
+        .await
+        .unwrap_err();
+    let shown = format!("{error:#}");
+    assert!(
+        shown.contains("runner \"gpu\", which is not configured"),
+        "{shown}"
+    );
+    assert!(shown.contains("configured: local"), "{shown}");
+    assert_eq!(runtime.list_threads().await.unwrap().len(), before);
+}

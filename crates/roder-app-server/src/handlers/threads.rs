@@ -42,15 +42,9 @@ pub(crate) async fn start(
         },
     };
     let profile = match params.profile.take() {
-        Some(selection) => Some(
-            resolve_profile(
-                context,
-                (params.workdir.is_some(), params.runner.is_some()),
-                selection,
-                &workspace,
-            )
-            .await?,
-        ),
+        Some(selection) => {
+            Some(resolve_profile(context, params.workdir.is_some(), selection, &workspace).await?)
+        }
         None => None,
     };
     if let Some(profile) = &profile {
@@ -149,7 +143,7 @@ pub(crate) async fn start(
 /// refused, never dropped.
 async fn resolve_profile(
     context: &Context,
-    (has_workdir, has_runner): (bool, bool),
+    has_workdir: bool,
     selection: crate::protocol::ProfileSelection,
     workspace: &str,
 ) -> Result<roder_api::profile::ProfileSnapshot, RpcError> {
@@ -176,14 +170,6 @@ async fn resolve_profile(
         .resolve_profile(&spec, Some(workspace))
         .await
         .map_err(|error| invalid(format!("{error:#}")))?;
-    if let Some(runner) = &snapshot.runner
-        && !has_runner
-    {
-        return Err(invalid(format!(
-            "profile {} names runner {runner:?}; the app server takes a thread's runner from thread/start runner",
-            snapshot.canonical
-        )));
-    }
     Ok(snapshot)
 }
 
