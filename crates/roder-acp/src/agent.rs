@@ -212,9 +212,27 @@ impl Agent {
                 )
                 .await
         } else {
-            let mut create = CreateThreadRequest::in_workspace(workspace);
+            let mut create = CreateThreadRequest::in_workspace(workspace.clone());
             create.runner = self.options.runner.clone();
-            self.runtime.create_thread_with(create).await
+            match &self.options.profile {
+                Some(spec) => {
+                    let profile = self
+                        .runtime
+                        .resolve_profile(spec, Some(&workspace))
+                        .await
+                        .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
+                    if !profile.mcp_servers.is_empty() {
+                        return Err(invalid_params(format!(
+                            "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
+                            profile.canonical
+                        )));
+                    }
+                    self.runtime
+                        .create_thread_with_profile(create, None, Default::default(), profile)
+                        .await
+                }
+                None => self.runtime.create_thread_with(create).await,
+            }
         };
         let metadata = created.map_err(internal)?;
         let session = self.register(&metadata, cwd);

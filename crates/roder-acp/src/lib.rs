@@ -61,6 +61,10 @@ pub struct AcpOptions {
     pub context_window: Option<u64>,
     /// The longest message line taken.
     pub max_message_bytes: usize,
+    /// New sessions' threads run as this profile, resolved in each
+    /// session's directory by the runtime's resolver and stored with the
+    /// thread before its first turn.
+    pub profile: Option<roder_api::profile::ProfileRequestSpec>,
 }
 
 impl Default for AcpOptions {
@@ -71,6 +75,7 @@ impl Default for AcpOptions {
             models: Vec::new(),
             context_window: None,
             max_message_bytes: 64 * 1024 * 1024,
+            profile: None,
         }
     }
 }

@@ -22,8 +22,12 @@ pub async fn run(settings: &Settings, args: AcpArgs) -> anyhow::Result<ExitCode>
         Some(name) => Some(crate::exec::runner_selection(settings, name)?),
         None => None,
     };
+    let profile = crate::profiles_cmd::request(settings, &args.profile)
+        .await?
+        .map(|request| request.to_spec());
     let options = AcpOptions {
         runner,
+        profile,
         worktree: args.worktree,
         models: vec![format!(
             "{}/{}",

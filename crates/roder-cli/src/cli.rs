@@ -236,8 +236,12 @@ pub struct AcpArgs {
     pub runner: Option<String>,
     /// Give each new session a fresh git worktree of the repository holding
     /// its directory (the editor's checkout is untouched).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "selector")]
     pub worktree: bool,
+    /// Each new session's thread runs as this profile (resolved in the
+    /// session's directory; default: default_profile in config.toml).
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -93,6 +93,8 @@ def text_of(updates: list[dict]) -> str:
 async def start(args: argparse.Namespace, editor: Editor, wire: list):
     command = f'exec "$0" acp "$@" | tee "{args.raw}"'
     extra = ["--runner", args.runner] if args.runner else (["--worktree"] if args.worktree else [])
+    if args.profile:
+        extra += ["--profile", args.profile]
     return spawn_agent_process(
         editor,
         "sh",
@@ -279,7 +281,18 @@ async def sandboxed(args, editor, conn, process, summary):
     await conn.close_session(session_id=sid)
 
 
-SCENARIOS = {"basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
+async def profiled(args, editor, conn, process, summary):
+    """A session of `roder acp --profile`: its mode comes from the profile."""
+    await initialize(conn, editor)
+    new = await conn.new_session(cwd=args.workspace, mcp_servers=[])
+    summary["sessionId"] = new.session_id
+    summary["mode"] = new.modes.current_mode_id
+    done = await conn.prompt(session_id=new.session_id, prompt=[text_block("plan it")])
+    editor.check(done.stop_reason == "end_turn", f"stopReason {done.stop_reason}")
+    summary["answer"] = text_of(editor.of_kind("agent_message_chunk"))
+
+
+SCENARIOS = {"profiled": profiled, "basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
              "mcp": mcp, "sandboxed": sandboxed}
 
 
@@ -293,6 +306,7 @@ async def main() -> int:
     parser.add_argument("--runner")
     parser.add_argument("--worktree", action="store_true")
     parser.add_argument("--mcp-command")
+    parser.add_argument("--profile")
     args = parser.parse_args()
     editor = Editor("allow_once")
     summary: dict[str, Any] = {}

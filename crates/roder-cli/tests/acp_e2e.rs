@@ -379,3 +379,48 @@ fn which(program: &str) -> String {
         .display()
         .to_string()
 }
+
+#[tokio::test]
+async fn a_profile_session_runs_as_the_profile_and_keeps_it() {
+    let Some(python) = sdk_python() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::text_reply("Here is the plan."));
+    let home = home_with(&model, "");
+    let run = client(
+        &python,
+        "profiled",
+        home.path(),
+        workspace.path(),
+        &["--profile", "builtin:plan"],
+    )
+    .await;
+    assert_eq!(run.summary["mode"], "plan", "{}", run.summary);
+    assert!(run.summary["answer"].as_str().unwrap().contains("the plan"));
+    // The model was offered the profile's read-only tools, and told who
+    // it is.
+    let request = model.model_requests().pop().unwrap();
+    let mut offered: Vec<&str> = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    offered.sort_unstable();
+    assert_eq!(offered, ["glob", "grep", "list_files", "read_file"]);
+    assert!(request.body.to_string().contains("answer with a plan"));
+    // The snapshot is stored with the session's thread.
+    let session = run.summary["sessionId"].as_str().unwrap();
+    let metadata = std::fs::read_to_string(
+        home.path()
+            .join("threads")
+            .join(session)
+            .join("metadata.json"),
+    )
+    .unwrap();
+    let metadata: Value = serde_json::from_str(&metadata).unwrap();
+    assert_eq!(
+        metadata["profile"]["canonical"], "builtin:plan",
+        "{metadata}"
+    );
+}

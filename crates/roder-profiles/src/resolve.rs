@@ -57,6 +57,29 @@ pub struct ProfileRequest {
     pub archive: Option<ArchiveSource>,
 }
 
+impl ProfileRequest {
+    /// As the runtime's request type (`Runtime::resolve_profile`).
+    pub fn to_spec(&self) -> roder_api::profile::ProfileRequestSpec {
+        roder_api::profile::ProfileRequestSpec {
+            selector: self.selector.clone(),
+            archive: self.archive.as_ref().map(|source| {
+                let (url, data) = match source {
+                    ArchiveSource::Http { url, .. } => (Some(url.clone()), None),
+                    ArchiveSource::Embedded { data, .. } => (None, Some(data.clone())),
+                };
+                let reference = source.reference();
+                roder_api::profile::ProfileArchiveSpec {
+                    url,
+                    data,
+                    id: reference.id.clone(),
+                    digest: reference.digest.clone(),
+                    size: reference.size,
+                }
+            }),
+        }
+    }
+}
+
 /// Resolves profiles for one home and (optionally) one workspace.
 #[derive(Debug, Clone)]
 pub struct Resolver {

@@ -383,6 +383,17 @@ async fn the_wire_shape_of_an_archive_source() {
     let embedded: ArchiveSource =
         serde_json::from_str(r#"{"data":"AAAA","id":"a","digest":"sha256:00","size":3}"#).unwrap();
     assert!(matches!(embedded, ArchiveSource::Embedded { .. }));
+    // As the runtime's request type and back (`roder acp --profile`).
+    for source in [http, embedded] {
+        let request = ProfileRequest {
+            selector: "reviewer".into(),
+            archive: Some(source.clone()),
+        };
+        let spec = request.to_spec();
+        assert_eq!(spec.selector, "reviewer");
+        let back = ArchiveSource::from_spec(spec.archive.as_ref().unwrap()).unwrap();
+        assert_eq!(back, source);
+    }
 }
 
 #[tokio::test]
