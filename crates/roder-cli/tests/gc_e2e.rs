@@ -177,3 +177,136 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
         (0, 0, 2)
     );
 }
+
+/// A profile archive of one `reviewer` entrypoint saying `instructions`,
+/// written to `path`; its digest and size.
+fn archive_at(path: &Path, instructions: &str) -> (String, String) {
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::create_dir(bundle.path().join("profiles")).unwrap();
+    std::fs::write(
+        bundle.path().join("roder-bundle.toml"),
+        "id = \"team\"\n[entrypoints]\nreviewer = \"profiles/reviewer.md\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        bundle.path().join("profiles/reviewer.md"),
+        format!("+++\nname = \"reviewer\"\n+++\n{instructions}\n"),
+    )
+    .unwrap();
+    let (reference, bytes) = roder_profiles::pack(bundle.path()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+    (reference.digest, reference.size.to_string())
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn gc_removes_deleted_threads_worktrees_and_archives_no_thread_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let repo = repo.canonicalize().unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let server = FakeModelServer::start().await.unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    write_config(&home, &server, None);
+
+    // Two worktree threads; the second is deleted (its worktree is kept).
+    let kept = turns(&server, &home, &repo, &["--worktree"], 1).await;
+    let deleted = turns(&server, &home, &repo, &["--worktree"], 1).await;
+    // Two threads from two profile archives; the second is deleted.
+    let (in_use, unused) = (dir.path().join("a.tar"), dir.path().join("b.tar"));
+    let (digest_a, size_a) = archive_at(&in_use, "Archive A.");
+    let (digest_b, size_b) = archive_at(&unused, "Archive B.");
+    let with_archive = |tar: &Path, digest: &str, size: &str| {
+        [
+            "--profile".to_string(),
+            "reviewer".into(),
+            "--profile-archive".into(),
+            tar.display().to_string(),
+            "--profile-digest".into(),
+            digest.into(),
+            "--profile-size".into(),
+            size.into(),
+        ]
+    };
+    let flags_a = with_archive(&in_use, &digest_a, &size_a);
+    let flags_b = with_archive(&unused, &digest_b, &size_b);
+    let flags_a: Vec<&str> = flags_a.iter().map(String::as_str).collect();
+    let flags_b: Vec<&str> = flags_b.iter().map(String::as_str).collect();
+    turns(&server, &home, &repo, &flags_a, 1).await;
+    let from_b = turns(&server, &home, &repo, &flags_b, 1).await;
+    for thread in [&deleted, &from_b] {
+        let run = roder(&home, &repo, &["threads", "delete", thread]).await;
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+    }
+    let worktrees = home.join("worktrees");
+    let blobs = home.join("cache/profiles/sha256");
+    let hex = |digest: &str| format!("{}.tar", digest.trim_start_matches("sha256:"));
+    let before = (entries(&worktrees), entries(&blobs));
+    assert_eq!(before.0.len(), 2, "{before:?}");
+    assert_eq!(before.1, {
+        let mut both = vec![hex(&digest_a), hex(&digest_b)];
+        both.sort();
+        both
+    });
+    let registered = || git(&repo, &["worktree", "list"]).lines().count();
+    assert_eq!(registered(), 3, "the checkout and two worktrees");
+
+    let dry = roder(&home, &repo, &["gc", "--dry-run"]).await;
+    assert_eq!(dry.code, Some(0), "{}", dry.stderr);
+    let listed = |prefix: &str| {
+        dry.stdout
+            .lines()
+            .filter(|line| line.starts_with(prefix))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let worktree_lines = listed("would remove worktree");
+    assert_eq!(worktree_lines.len(), 1, "{}", dry.stdout);
+    assert!(!worktree_lines[0].contains(&kept), "{}", dry.stdout);
+    assert!(!worktree_lines[0].contains("bytes=0"), "{}", dry.stdout);
+    let archive_lines = listed("would remove profile archive");
+    assert_eq!(
+        archive_lines,
+        [format!(
+            "would remove profile archive {digest_b} bytes={size_b}"
+        )]
+    );
+    assert_eq!(
+        (entries(&worktrees), entries(&blobs)),
+        before,
+        "a dry run removes nothing"
+    );
+
+    let collected = roder(&home, &repo, &["gc"]).await;
+    assert_eq!(collected.code, Some(0), "{}", collected.stderr);
+    assert_eq!(entries(&worktrees).len(), 1, "{}", collected.stdout);
+    assert_eq!(entries(&blobs), [hex(&digest_a)]);
+    assert_eq!(registered(), 2, "git forgot the removed worktree");
+    // The live worktree thread still works in its worktree.
+    server.push(ChatStream::text_reply("still here"));
+    let again = roder(&home, &repo, &["exec", "--thread", &kept, "again"]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    let nothing = roder(&home, &repo, &["gc", "--dry-run"]).await;
+    assert!(
+        !nothing.stdout.contains("would remove"),
+        "{}",
+        nothing.stdout
+    );
+}

@@ -36,7 +36,7 @@ mod session;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
-pub use checkpointer::{CHECKPOINTER_ID, DirectoryCheckpointer};
+pub use checkpointer::{CHECKPOINTER_ID, DirectoryCheckpointer, tree_bytes};
 pub use config::UnixLocalConfig;
 pub use options::SessionOptions;
 pub use provider::{PROVIDER_ID, UnixLocalRunnerProvider};

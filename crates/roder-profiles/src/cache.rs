@@ -198,6 +198,87 @@ impl ArchiveCache {
     }
 }
 
+/// One archive `roder gc` removed (or, in a dry run, would remove).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    pub digest: String,
+    pub bytes: u64,
+}
+
+impl ArchiveCache {
+    /// Removes every cached archive whose digest is not in `keep` (the
+    /// digests live threads' snapshots name), with the URL records that
+    /// point at one; `dry_run` only lists them. A thread never reads the
+    /// cache after its start (it keeps its snapshot), so an unreferenced
+    /// entry only saves a later start a download.
+    pub fn collect(
+        &self,
+        keep: &std::collections::HashSet<String>,
+        dry_run: bool,
+    ) -> Result<Vec<Collected>, ProfileError> {
+        let blobs = self.root.join("sha256");
+        let entries = match std::fs::read_dir(&blobs) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io(&blobs, error)),
+        };
+        let mut collected = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|error| io(&blobs, error))?;
+            let path = entry.path();
+            let Some(hex) = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .and_then(|name| name.strip_suffix(".tar"))
+            else {
+                continue;
+            };
+            let digest = format!("sha256:{hex}");
+            if keep.contains(&digest) {
+                continue;
+            }
+            let bytes = entry.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+            if !dry_run {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(io(&path, error)),
+                }
+                self.verified().forget(&digest);
+            }
+            collected.push(Collected { digest, bytes });
+        }
+        if !dry_run {
+            self.forget_refs_to(&collected)?;
+        }
+        collected.sort_by(|a, b| a.digest.cmp(&b.digest));
+        Ok(collected)
+    }
+
+    /// Removes the URL records whose digest was collected.
+    fn forget_refs_to(&self, collected: &[Collected]) -> Result<(), ProfileError> {
+        let refs = self.root.join("refs");
+        let Ok(entries) = std::fs::read_dir(&refs) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let names_collected = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| serde_json::from_str::<UrlRef>(&text).ok())
+                .is_some_and(|found| collected.iter().any(|gone| gone.digest == found.digest));
+            if names_collected {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(io(&path, error)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn io(path: &Path, error: std::io::Error) -> ProfileError {
     ProfileError::Io(format!("profile archive cache {}: {error}", path.display()))
 }
@@ -230,4 +311,53 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
         return Err(io(path, error));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn collect_removes_what_no_thread_names_and_its_url_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArchiveCache::new(dir.path());
+        let kept = ArchiveRef::of("kept", b"kept archive bytes");
+        let gone = ArchiveRef::of("gone", b"an archive no thread uses");
+        for (reference, bytes) in [
+            (&kept, &b"kept archive bytes"[..]),
+            (&gone, &b"an archive no thread uses"[..]),
+        ] {
+            cache.insert(reference, bytes).unwrap();
+            cache
+                .set_url_ref(&UrlRef {
+                    url: format!("http://127.0.0.1:1/{}.tar", reference.id),
+                    etag: Some("\"e\"".into()),
+                    digest: reference.digest.clone(),
+                })
+                .unwrap();
+        }
+        let keep: HashSet<String> = [kept.digest.clone()].into();
+
+        let listed = cache.collect(&keep, true).unwrap();
+        assert_eq!(
+            listed,
+            [Collected {
+                digest: gone.digest.clone(),
+                bytes: gone.size
+            }]
+        );
+        assert!(
+            cache.get(&gone).unwrap().is_some(),
+            "a dry run removes nothing"
+        );
+
+        assert_eq!(cache.collect(&keep, false).unwrap(), listed);
+        assert!(cache.get(&gone).unwrap().is_none());
+        assert!(cache.get(&kept).unwrap().is_some());
+        assert!(cache.url_ref("http://127.0.0.1:1/gone.tar").is_none());
+        assert!(cache.url_ref("http://127.0.0.1:1/kept.tar").is_some());
+        assert!(cache.collect(&keep, false).unwrap().is_empty());
+    }
 }
