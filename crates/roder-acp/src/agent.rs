@@ -200,33 +200,40 @@ impl Agent {
                 .map_err(|error| invalid_params(format!("mcpServers: {error:#}")))?;
         }
         let workspace = cwd.display().to_string();
+        let profile = match &self.options.profile {
+            Some(spec) => {
+                let profile = self
+                    .runtime
+                    .resolve_profile(spec, Some(&workspace))
+                    .await
+                    .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
+                if !profile.mcp_servers.is_empty() {
+                    return Err(invalid_params(format!(
+                        "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
+                        profile.canonical
+                    )));
+                }
+                Some(profile)
+            }
+            None => None,
+        };
+        let mut create = CreateThreadRequest::in_workspace(workspace);
         let created = if self.options.worktree {
             self.runtime
-                .create_thread_in_workdir(
-                    CreateThreadRequest::in_workspace(workspace),
+                .create_thread_in_workdir_with(
+                    create,
                     WorkdirSelection::Materialize(WorkdirRequest {
                         repository: cwd.clone(),
                         selector: None,
                         id: None,
                     }),
+                    profile.map(|profile| (Default::default(), profile)),
                 )
                 .await
         } else {
-            let mut create = CreateThreadRequest::in_workspace(workspace.clone());
             create.runner = self.options.runner.clone();
-            match &self.options.profile {
-                Some(spec) => {
-                    let profile = self
-                        .runtime
-                        .resolve_profile(spec, Some(&workspace))
-                        .await
-                        .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
-                    if !profile.mcp_servers.is_empty() {
-                        return Err(invalid_params(format!(
-                            "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
-                            profile.canonical
-                        )));
-                    }
+            match profile {
+                Some(profile) => {
                     self.runtime
                         .create_thread_with_profile(create, None, Default::default(), profile)
                         .await

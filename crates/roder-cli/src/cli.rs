@@ -96,8 +96,7 @@ pub struct ExecCommand {
     pub args: ExecArgs,
     /// Work in a fresh git worktree of the repository holding the workspace
     /// (the user's checkout is untouched); its path is printed on stderr.
-    /// (Not with --profile yet: a worktree thread starts without one.)
-    #[arg(long, conflicts_with_all = ["thread", "runner", "selector", "archive"])]
+    #[arg(long, conflicts_with_all = ["thread", "runner"])]
     pub worktree: bool,
 }
 
@@ -236,7 +235,7 @@ pub struct AcpArgs {
     pub runner: Option<String>,
     /// Give each new session a fresh git worktree of the repository holding
     /// its directory (the editor's checkout is untouched).
-    #[arg(long, conflicts_with = "selector")]
+    #[arg(long)]
     pub worktree: bool,
     /// Each new session's thread runs as this profile (resolved in the
     /// session's directory; default: default_profile in config.toml).

@@ -2,8 +2,9 @@
 //! the repository holding the workspace (the git-worktree runner), so the
 //! user's checkout is never touched. The worktree starts at the
 //! repository's `HEAD`, which must be clean (uncommitted work would be left
-//! behind); its path is printed on stderr. The thread is created first,
-//! then the turn runs as `roder exec --thread ID` would run it.
+//! behind); its path is printed on stderr. The thread is created first
+//! (as `--profile` says, resolved in the workspace), then the turn runs as
+//! `roder exec --thread ID` would run it.
 
 use std::process::ExitCode;
 
@@ -25,17 +26,46 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
         .await
         .map_err(|error| anyhow::anyhow!("workspace {}: {error}", workspace.display()))?;
     // Before the worktree and its thread exist.
-    crate::preflight::model_key(settings, &settings.model.provider)?;
+    let profile =
+        crate::profiles_cmd::resolve_for_exec(settings, &args.profile, &workspace).await?;
+    if let Some(profile) = &profile
+        && !profile.mcp_servers.is_empty()
+    {
+        anyhow::bail!(
+            "profile {} declares MCP servers, which a --worktree thread does not start yet; run it without --worktree",
+            profile.canonical
+        );
+    }
+    let provider = match profile
+        .as_ref()
+        .and_then(|profile| profile.model.as_deref())
+    {
+        Some(label) if settings.model_source != "--model" => label
+            .split_once('/')
+            .map_or(label, |(provider, _)| provider),
+        _ => settings.model.provider.as_str(),
+    };
+    crate::preflight::model_key(settings, provider)?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
+    let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
+    if settings.model_source == "--model" {
+        request.provider = Some(settings.model.provider.clone());
+        request.model = Some(settings.model.model.clone());
+    }
+    let approvals = roder_api::approval::ThreadApprovals {
+        mode: args.mode,
+        ..Default::default()
+    };
     let created = wired
         .runtime
-        .create_thread_in_workdir(
-            CreateThreadRequest::in_workspace(workspace.display().to_string()),
+        .create_thread_in_workdir_with(
+            request,
             WorkdirSelection::Materialize(WorkdirRequest {
                 repository: workspace.clone(),
                 selector: None,
                 id: None,
             }),
+            profile.map(|profile| (approvals, profile)),
         )
         .await;
     wired.shutdown().await;
@@ -53,5 +83,7 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
         );
     }
     args.thread = Some(metadata.thread_id);
+    // The profile is the thread's now; the turn reads its snapshot.
+    args.profile = Default::default();
     crate::exec::run_with_prompt(settings, args).await
 }

@@ -380,3 +380,55 @@ async fn builtin_selectors_and_bad_profiles_fail_before_anything_is_created() {
         shown.stdout
     );
 }
+
+#[tokio::test]
+async fn a_worktree_thread_runs_as_its_profile_and_the_checkout_stays_untouched() {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    git_repo(workspace.path());
+    let models = FakeModelServer::start().await.unwrap();
+    support::write_config(home.path(), &models, None);
+    models.push(ChatStream::tool_calls_reply(&[(
+        "call-write",
+        "write_file",
+        r#"{"path":"notes.txt","content":"no"}"#,
+    )]));
+    models.push(ChatStream::text_reply("Reviewed in the worktree."));
+    let run = roder(
+        home.path(),
+        workspace.path(),
+        &[
+            "exec",
+            "--worktree",
+            "--profile",
+            "builtin:review",
+            "review",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "stderr:\n{}", run.stderr);
+    assert_eq!(run.stdout, "Reviewed in the worktree.\n");
+    let thread = thread_id_from(&run.stderr);
+    let metadata: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            home.path()
+                .join("threads")
+                .join(&thread)
+                .join("metadata.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        metadata["profile"]["canonical"], "builtin:review",
+        "{metadata}"
+    );
+    let worktree = metadata["runner_binding"]["workspace"].as_str().unwrap();
+    assert!(worktree.contains("worktrees"), "{worktree}");
+    // The review profile denies write_file: not offered, and its call is
+    // refused; neither the worktree nor the checkout has the file.
+    let offered = tool_names(&models.model_requests()[0].body);
+    assert!(!offered.contains(&"write_file".to_string()), "{offered:?}");
+    assert!(!Path::new(worktree).join("notes.txt").exists());
+    assert!(!workspace.path().join("notes.txt").exists());
+}

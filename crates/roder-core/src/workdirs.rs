@@ -40,8 +40,47 @@ impl Runtime {
     /// materializing fails.
     pub async fn create_thread_in_workdir(
         &self,
+        request: CreateThreadRequest,
+        workdir: WorkdirSelection,
+    ) -> anyhow::Result<ThreadMetadata> {
+        self.create_thread_in_workdir_with(request, workdir, None)
+            .await
+    }
+
+    /// [`create_thread_in_workdir`](Self::create_thread_in_workdir), the
+    /// thread running as `profile` (as
+    /// [`create_thread_with_profile`](Self::create_thread_with_profile)
+    /// applies it, with `approvals` winning; the working directory is the
+    /// thread's runner, so a profile's `runner` is recorded as overridden).
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime) -> anyhow::Result<()> {
+    /// use roder_api::profile::ProfileSnapshot;
+    /// use roder_api::workdir::WorkdirRequest;
+    /// use roder_core::{CreateThreadRequest, WorkdirSelection};
+    ///
+    /// let thread = runtime
+    ///     .create_thread_in_workdir_with(
+    ///         CreateThreadRequest::in_workspace("/work/repo"),
+    ///         WorkdirSelection::Materialize(WorkdirRequest {
+    ///             repository: "/work/repo".into(),
+    ///             selector: None,
+    ///             id: None,
+    ///         }),
+    ///         Some((Default::default(), ProfileSnapshot::default())),
+    ///     )
+    ///     .await?;
+    /// assert!(thread.runner_binding.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_thread_in_workdir_with(
+        &self,
         mut request: CreateThreadRequest,
         workdir: WorkdirSelection,
+        profile: Option<(
+            roder_api::approval::ThreadApprovals,
+            roder_api::profile::ProfileSnapshot,
+        )>,
     ) -> anyhow::Result<ThreadMetadata> {
         let materializer = self.workdirs()?.clone();
         if request.runner.is_some() {
@@ -53,7 +92,13 @@ impl Runtime {
         };
         request.runner = Some(selection(materializer.as_ref(), &materialized));
         let result = async {
-            let metadata = self.create_thread_with(request).await?;
+            let metadata = match profile {
+                Some((approvals, profile)) => {
+                    self.create_thread_with_profile(request, None, approvals, profile)
+                        .await?
+                }
+                None => self.create_thread_with(request).await?,
+            };
             if let Err(error) = materializer
                 .bind(&materialized.info.id, &metadata.thread_id)
                 .await

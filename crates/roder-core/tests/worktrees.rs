@@ -431,3 +431,66 @@ async fn a_follower_reading_by_cursor_sees_every_event_once_across_a_restart() {
         .count();
     assert_eq!(completions, 2);
 }
+
+#[tokio::test]
+async fn a_worktree_thread_can_run_as_a_profile() {
+    let world = World::new();
+    let engine = ScriptedEngine::new(vec![
+        tool_round(&[("c1", "write_file", r#"{"path":"notes.md","content":"no"}"#)]),
+        final_round("reviewed"),
+    ]);
+    let runtime = world.runtime(engine.clone(), false);
+    let reviewer = roder_api::profile::ProfileSnapshot {
+        selector: "reviewer".into(),
+        canonical: "reviewer".into(),
+        name: "reviewer".into(),
+        instructions: "You review in a worktree.".into(),
+        disallowed_tools: vec!["write_file".into()],
+        runner: Some("sandbox".into()),
+        ..Default::default()
+    };
+    let thread = runtime
+        .create_thread_in_workdir_with(
+            world.thread_request(),
+            world.request("reviewing"),
+            Some((Default::default(), reviewer)),
+        )
+        .await
+        .unwrap();
+    let profile = thread.profile.clone().unwrap();
+    assert_eq!(profile.canonical, "reviewer");
+    assert_eq!(
+        profile
+            .overrides
+            .iter()
+            .map(|o| o.field.as_str())
+            .collect::<Vec<_>>(),
+        ["runner"],
+        "the worktree is the thread's runner"
+    );
+    let info = world.materializer.get("reviewing").await.unwrap();
+    assert_eq!(
+        info.primary_thread_id.as_deref(),
+        Some(thread.thread_id.as_str())
+    );
+
+    let seen = run_turn(&runtime, &thread.thread_id, "review").await;
+    let refused = seen.iter().any(
+        |envelope| matches!(&envelope.event, RoderEvent::ToolCallCompleted(done) if done.is_error),
+    );
+    assert!(refused, "the denied tool's call is an error result");
+    assert!(!info.checkout.join("notes.md").exists());
+    let offered: Vec<String> = engine.requests()[0]
+        .tools
+        .iter()
+        .map(|tool| tool.name.clone())
+        .collect();
+    assert!(!offered.contains(&"write_file".to_string()), "{offered:?}");
+    assert!(
+        engine.requests()[0]
+            .developer_context
+            .as_deref()
+            .unwrap()
+            .contains("You review in a worktree.")
+    );
+}

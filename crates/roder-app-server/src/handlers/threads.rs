@@ -42,9 +42,7 @@ pub(crate) async fn start(
         },
     };
     let profile = match params.profile.take() {
-        Some(selection) => {
-            Some(resolve_profile(context, params.workdir.is_some(), selection, &workspace).await?)
-        }
+        Some(selection) => Some(resolve_profile(context, selection, &workspace).await?),
         None => None,
     };
     if let Some(profile) = &profile {
@@ -93,20 +91,18 @@ pub(crate) async fn start(
                 "give either runner or workdir, not both (a working directory brings its own runner)",
             ));
         }
-        Some(WorkdirSelection::Request(workdir)) => {
+        Some(workdir) => {
+            let selection = match workdir {
+                WorkdirSelection::Request(workdir) => {
+                    roder_core::WorkdirSelection::Materialize(convert::workdir_request(workdir))
+                }
+                WorkdirSelection::Claim(claim) => {
+                    roder_core::WorkdirSelection::Claim(convert::workdir_claim(claim))
+                }
+            };
+            let profile = profile.map(|profile| (std::mem::take(&mut approvals), profile));
             runtime
-                .create_thread_in_workdir(
-                    request,
-                    roder_core::WorkdirSelection::Materialize(convert::workdir_request(workdir)),
-                )
-                .await
-        }
-        Some(WorkdirSelection::Claim(claim)) => {
-            runtime
-                .create_thread_in_workdir(
-                    request,
-                    roder_core::WorkdirSelection::Claim(convert::workdir_claim(claim)),
-                )
+                .create_thread_in_workdir_with(request, selection, profile)
                 .await
         }
         None => match profile {
@@ -143,16 +139,10 @@ pub(crate) async fn start(
 /// refused, never dropped.
 async fn resolve_profile(
     context: &Context,
-    has_workdir: bool,
     selection: crate::protocol::ProfileSelection,
     workspace: &str,
 ) -> Result<roder_api::profile::ProfileSnapshot, RpcError> {
     let invalid = |detail: String| RpcError::invalid_params("thread/start", "profile", detail);
-    if has_workdir {
-        return Err(invalid(
-            "a profile with workdir is not supported yet; start the thread with runner or a workspace".into(),
-        ));
-    }
     let spec = roder_api::profile::ProfileRequestSpec {
         selector: selection.selector,
         archive: selection
