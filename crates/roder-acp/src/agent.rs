@@ -15,7 +15,7 @@ use roder_core::{CreateThreadRequest, Runtime, WorkdirSelection};
 use serde_json::{Value, json};
 
 use crate::AcpOptions;
-use crate::options::{Choices, MODE, parse_mode};
+use crate::options::{Choices, MODE, PROFILE, PROFILE_NONE, parse_mode};
 use crate::peer::Peer;
 use crate::session::Session;
 use crate::updates::{Source, Translator};
@@ -385,6 +385,10 @@ impl Agent {
                 .await
                 .map_err(internal)?;
         }
+        let mode_before = session.choices().mode;
+        if config_id == PROFILE {
+            self.set_profile(session, value).await?;
+        }
         let options = {
             let mut choices = session.choices();
             choices
@@ -392,13 +396,15 @@ impl Agent {
                 .map_err(|refused| invalid_params(refused.0))?;
             choices.config_options()
         };
-        // Both views stay in step, whichever the client changed.
-        if config_id == MODE {
+        // Both views stay in step, whichever the client changed (a profile
+        // may set the mode).
+        let mode_after = session.choices().mode;
+        if config_id == MODE || mode_after != mode_before {
             self.peer
                 .update(
                     &session.id,
                     acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(
-                        value.to_string(),
+                        mode_after.as_str().to_string(),
                     )),
                 )
                 .await;
@@ -409,6 +415,51 @@ impl Agent {
                 acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(options)),
             )
             .await;
+        Ok(())
+    }
+
+    /// The profile option: resolved in the session's directory and given to
+    /// its thread, which must not have run a turn (`Runtime::set_thread_profile`);
+    /// the mode and model options follow what the profile set.
+    async fn set_profile(&self, session: &Session, value: &str) -> Result<(), acp::Error> {
+        session
+            .choices()
+            .check_profile(value)
+            .map_err(|refused| invalid_params(refused.0))?;
+        let already = session.choices().profile.is_some();
+        if value == PROFILE_NONE || already {
+            return Ok(());
+        }
+        let spec = roder_api::profile::ProfileRequestSpec {
+            selector: value.to_string(),
+            archive: None,
+        };
+        let workspace = session.cwd.display().to_string();
+        let profile = self
+            .runtime
+            .resolve_profile(&spec, Some(&workspace))
+            .await
+            .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
+        if !profile.mcp_servers.is_empty() {
+            return Err(invalid_params(format!(
+                "profile {} declares MCP servers, which roder acp does not start yet",
+                profile.canonical
+            )));
+        }
+        let metadata = self
+            .runtime
+            .set_thread_profile(&session.id, profile)
+            .await
+            .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
+        let mut choices = session.choices();
+        choices.mode = self.runtime.thread_policy_mode(&metadata);
+        if let (Some(provider), Some(model)) = (&metadata.provider, &metadata.model) {
+            choices.model = format!("{provider}/{model}");
+            if !choices.models.contains(&choices.model) {
+                let model = choices.model.clone();
+                choices.models.push(model);
+            }
+        }
         Ok(())
     }
 
@@ -426,6 +477,11 @@ impl Agent {
             model,
             effort: None,
             models,
+            profile: metadata
+                .profile
+                .as_ref()
+                .map(|profile| profile.selector.clone()),
+            profiles: self.options.profiles.clone(),
         };
         let session = Arc::new(Session::new(
             metadata.thread_id.clone(),

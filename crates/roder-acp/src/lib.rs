@@ -65,6 +65,9 @@ pub struct AcpOptions {
     /// session's directory by the runtime's resolver and stored with the
     /// thread before its first turn.
     pub profile: Option<roder_api::profile::ProfileRequestSpec>,
+    /// The selectors the profile option offers (`roder profiles list`);
+    /// empty: no profile option.
+    pub profiles: Vec<String>,
 }
 
 impl Default for AcpOptions {
@@ -76,6 +79,7 @@ impl Default for AcpOptions {
             context_window: None,
             max_message_bytes: 64 * 1024 * 1024,
             profile: None,
+            profiles: Vec::new(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A session's choices as ACP shows them: `configOptions` for the approval
-//! mode, the model and the reasoning effort, and the legacy `modes` object
-//! kept in step with the mode option (clients read one or the other).
+//! mode, the model, the reasoning effort and the agent profile, and the
+//! legacy `modes` object kept in step with the mode option (clients read one
+//! or the other).
 
 use agent_client_protocol_schema::v1 as acp;
 use roder_api::inference::ReasoningEffort;
@@ -9,6 +10,10 @@ use roder_api::policy_mode::PolicyMode;
 pub(crate) const MODE: &str = "mode";
 pub(crate) const MODEL: &str = "model";
 pub(crate) const EFFORT: &str = "reasoning_effort";
+pub(crate) const PROFILE: &str = "profile";
+
+/// The value of the profile option of a session without one.
+pub(crate) const PROFILE_NONE: &str = "none";
 
 /// The value of the effort option that leaves the choice to the config.
 const EFFORT_DEFAULT: &str = "default";
@@ -30,6 +35,10 @@ pub(crate) struct Choices {
     pub effort: Option<ReasoningEffort>,
     /// The models offered (the current one among them).
     pub models: Vec<String>,
+    /// The profile the session's thread runs as (its selector), if any.
+    pub profile: Option<String>,
+    /// The profiles offered; none: no profile option.
+    pub profiles: Vec<String>,
 }
 
 /// A change a client asked for that cannot be made.
@@ -59,7 +68,7 @@ impl Choices {
                 acp::SessionConfigSelectOption::new(effort.as_str(), effort.as_str())
             }),
         );
-        vec![
+        let mut options = vec![
             acp::SessionConfigOption::select(MODE, "Approval mode", self.mode.as_str(), modes)
                 .description("Which tool calls run without asking.".to_string())
                 .category(acp::SessionConfigOptionCategory::Mode),
@@ -72,7 +81,57 @@ impl Choices {
                 efforts,
             )
             .category(acp::SessionConfigOptionCategory::ThoughtLevel),
-        ]
+        ];
+        if !self.profiles.is_empty() || self.profile.is_some() {
+            let mut profiles: Vec<acp::SessionConfigSelectOption> = Vec::new();
+            match &self.profile {
+                None => profiles.push(
+                    acp::SessionConfigSelectOption::new(PROFILE_NONE, "None")
+                        .description("Roder as configured.".to_string()),
+                ),
+                Some(current) if !self.profiles.contains(current) => profiles.push(
+                    acp::SessionConfigSelectOption::new(current.clone(), current.clone()),
+                ),
+                Some(_) => {}
+            }
+            profiles.extend(self.profiles.iter().map(|selector| {
+                acp::SessionConfigSelectOption::new(selector.clone(), selector.clone())
+            }));
+            options.push(
+                acp::SessionConfigOption::select(
+                    PROFILE,
+                    "Agent profile",
+                    self.profile
+                        .clone()
+                        .unwrap_or_else(|| PROFILE_NONE.to_string()),
+                    profiles,
+                )
+                .description(
+                    "Who the agent is; chosen once, before the session's first prompt.".to_string(),
+                ),
+            );
+        }
+        options
+    }
+
+    /// Whether the profile option may become `value` (the runtime then
+    /// applies it to the thread).
+    pub fn check_profile(&self, value: &str) -> Result<(), Refused> {
+        if let Some(current) = &self.profile {
+            if current == value {
+                return Ok(());
+            }
+            return Err(Refused(format!(
+                "the session runs as profile \"{current}\": a session's profile is chosen once, before its first prompt"
+            )));
+        }
+        if value != PROFILE_NONE && !self.profiles.iter().any(|offered| offered == value) {
+            return Err(Refused(format!(
+                "profile \"{value}\" is not offered (offered: {})",
+                self.profiles.join(", ")
+            )));
+        }
+        Ok(())
     }
 
     pub fn modes(&self) -> acp::SessionModeState {
@@ -117,9 +176,15 @@ impl Choices {
                     )
                 };
             }
+            PROFILE => {
+                self.check_profile(value)?;
+                if value != PROFILE_NONE {
+                    self.profile = Some(value.to_string());
+                }
+            }
             other => {
                 return Err(Refused(format!(
-                    "no config option \"{other}\" (options: {MODE}, {MODEL}, {EFFORT})"
+                    "no config option \"{other}\" (options: {MODE}, {MODEL}, {EFFORT}, {PROFILE})"
                 )));
             }
         }
@@ -154,7 +219,32 @@ mod tests {
             model: "fake/m".into(),
             effort: None,
             models: vec!["fake/m".into(), "fake/n".into()],
+            profile: None,
+            profiles: vec!["builtin:plan".into(), "reviewer".into()],
         }
+    }
+
+    #[test]
+    fn a_profile_is_chosen_once_among_those_offered() {
+        let mut choices = choices();
+        let options = serde_json::to_value(choices.config_options()).unwrap();
+        assert_eq!(options[3]["id"], "profile");
+        assert_eq!(options[3]["currentValue"], "none");
+        assert!(choices.set(PROFILE, "builtin:nope").is_err());
+        choices.set(PROFILE, PROFILE_NONE).unwrap();
+        assert_eq!(choices.profile, None);
+        choices.set(PROFILE, "reviewer").unwrap();
+        assert_eq!(choices.profile.as_deref(), Some("reviewer"));
+        choices.set(PROFILE, "reviewer").unwrap();
+        let again = choices.set(PROFILE, "builtin:plan").unwrap_err();
+        assert!(again.0.contains("chosen once"), "{}", again.0);
+        let options = serde_json::to_value(choices.config_options()).unwrap();
+        assert_eq!(options[3]["currentValue"], "reviewer");
+        assert!(
+            !options[3].to_string().contains("\"none\""),
+            "{}",
+            options[3]
+        );
     }
 
     #[test]

@@ -25,9 +25,19 @@ pub async fn run(settings: &Settings, args: AcpArgs) -> anyhow::Result<ExitCode>
     let profile = crate::profiles_cmd::request(settings, &args.profile)
         .await?
         .map(|request| request.to_spec());
+    // What the profile option offers: builtins, $RODER_HOME/profiles and
+    // the .roder/profiles of the directory `roder acp` starts in.
+    let listing = crate::profiles_cmd::resolver(settings, Some(&workspace));
+    let profiles = tokio::task::spawn_blocking(move || listing.list())
+        .await??
+        .into_iter()
+        .filter(|listed| listed.shadowed_by.is_none())
+        .map(|listed| listed.selector)
+        .collect();
     let options = AcpOptions {
         runner,
         profile,
+        profiles,
         worktree: args.worktree,
         models: vec![format!(
             "{}/{}",

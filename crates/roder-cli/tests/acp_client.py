@@ -140,7 +140,7 @@ async def basics(args, editor, conn, process, summary):
     summary["sessionId"] = sid
     editor.check(new.modes.current_mode_id == "default", f"mode {new.modes.current_mode_id}")
     ids = [o.root.id if hasattr(o, "root") else o.id for o in new.config_options]
-    editor.check(ids == ["mode", "model", "reasoning_effort"], f"config options {ids}")
+    editor.check(ids == ["mode", "model", "reasoning_effort", "profile"], f"config options {ids}")
     await conn.set_session_mode(session_id=sid, mode_id="accept_edits")
     changed = await conn.set_config_option(session_id=sid, config_id="reasoning_effort", value="high")
     values = {
@@ -292,7 +292,31 @@ async def profiled(args, editor, conn, process, summary):
     summary["answer"] = text_of(editor.of_kind("agent_message_chunk"))
 
 
-SCENARIOS = {"profiled": profiled, "basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
+def option_values(options: Any) -> dict:
+    return {(o.root if hasattr(o, "root") else o).id: (o.root if hasattr(o, "root") else o).current_value
+            for o in options}
+
+
+async def choose_profile(args, editor, conn, process, summary):
+    """The profile config option, chosen before the first prompt, once."""
+    await initialize(conn, editor)
+    new = await conn.new_session(cwd=args.workspace, mcp_servers=[])
+    sid = new.session_id
+    summary["sessionId"] = sid
+    summary["before"] = option_values(new.config_options)
+    changed = await conn.set_config_option(session_id=sid, config_id="profile", value="builtin:plan")
+    summary["after"] = option_values(changed.config_options)
+    try:
+        await conn.set_config_option(session_id=sid, config_id="profile", value="builtin:review")
+        summary["second"] = "accepted"
+    except Exception as error:  # the SDK raises the JSON-RPC error
+        summary["second"] = f"{error} {getattr(error, 'data', '')}"
+    done = await conn.prompt(session_id=sid, prompt=[text_block("plan it")])
+    editor.check(done.stop_reason == "end_turn", f"stopReason {done.stop_reason}")
+    summary["modeUpdates"] = [u.get("currentModeId") for u in editor.of_kind("current_mode_update")]
+
+
+SCENARIOS = {"choose_profile": choose_profile, "profiled": profiled, "basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
              "mcp": mcp, "sandboxed": sandboxed}
 
 

@@ -424,3 +424,55 @@ async fn a_profile_session_runs_as_the_profile_and_keeps_it() {
         "{metadata}"
     );
 }
+
+#[tokio::test]
+async fn the_profile_option_is_chosen_once_before_the_first_prompt() {
+    let Some(python) = sdk_python() else { return };
+    let workspace = tempfile::tempdir().unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::text_reply("A plan."));
+    let home = home_with(&model, "");
+    let run = client(
+        &python,
+        "choose_profile",
+        home.path(),
+        workspace.path(),
+        &[],
+    )
+    .await;
+    let summary = &run.summary;
+    assert_eq!(summary["before"]["profile"], "none", "{summary}");
+    assert_eq!(summary["before"]["mode"], "default", "{summary}");
+    assert_eq!(summary["after"]["profile"], "builtin:plan", "{summary}");
+    assert_eq!(
+        summary["after"]["mode"], "plan",
+        "the profile set the mode: {summary}"
+    );
+    let second = summary["second"].as_str().unwrap();
+    assert!(second.contains("chosen once"), "{summary}");
+    assert_eq!(summary["modeUpdates"], json!(["plan"]), "{summary}");
+    let request = model.model_requests().pop().unwrap();
+    let mut offered: Vec<&str> = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .collect();
+    offered.sort_unstable();
+    assert_eq!(offered, ["glob", "grep", "list_files", "read_file"]);
+    let session = summary["sessionId"].as_str().unwrap();
+    let metadata: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            home.path()
+                .join("threads")
+                .join(session)
+                .join("metadata.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        metadata["profile"]["canonical"], "builtin:plan",
+        "{metadata}"
+    );
+}

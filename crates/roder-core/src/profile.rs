@@ -15,6 +15,7 @@
 //! not hold (the host's MCP servers): the caller starts them.
 
 use roder_api::approval::{ApprovalRule, ThreadApprovals};
+use roder_api::events::RoderEvent;
 use roder_api::profile::{ProfileOverride, ProfileSnapshot};
 use roder_api::sandbox_policy::{NetworkAccess, SandboxPolicy};
 use roder_api::thread::ThreadMetadata;
@@ -80,11 +81,113 @@ impl Runtime {
         &self,
         mut request: CreateThreadRequest,
         sandbox: Option<SandboxPolicy>,
-        mut approvals: ThreadApprovals,
+        approvals: ThreadApprovals,
         mut profile: ProfileSnapshot,
     ) -> anyhow::Result<ThreadMetadata> {
-        apply_model(&mut request, &mut profile)?;
         self.apply_runner(&mut request, &mut profile)?;
+        let shaped = self.shape(request, sandbox, approvals, profile)?;
+        self.create_thread_settled(
+            shaped.request,
+            shaped.sandbox,
+            shaped.approvals,
+            Some(Box::new(shaped.profile)),
+        )
+        .await
+    }
+
+    /// Gives a thread that has not run a turn yet (and has no profile) the
+    /// profile, as [`create_thread_with_profile`](Self::create_thread_with_profile)
+    /// would have: for a client that chooses the profile after the thread
+    /// exists (an ACP session's profile option). The snapshot and every
+    /// setting it changes go in one metadata write. A profile that names a
+    /// runner needs the thread to have been created with one (the runner
+    /// is bound at creation); otherwise it is refused.
+    ///
+    /// ```no_run
+    /// # async fn demo(runtime: &roder_core::Runtime, thread_id: &str) -> anyhow::Result<()> {
+    /// use roder_api::profile::ProfileSnapshot;
+    ///
+    /// let plan = ProfileSnapshot { canonical: "builtin:plan".into(), ..ProfileSnapshot::default() };
+    /// let thread = runtime.set_thread_profile(thread_id, plan).await?;
+    /// assert!(thread.profile.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_thread_profile(
+        &self,
+        thread_id: &str,
+        mut profile: ProfileSnapshot,
+    ) -> anyhow::Result<ThreadMetadata> {
+        let thread = self.thread_state(thread_id).await?;
+        let ran = thread.active_turn().is_some()
+            || self
+                .store
+                .load_events(thread_id, 0)
+                .await?
+                .iter()
+                .any(|envelope| matches!(envelope.event, RoderEvent::TurnStarted(_)));
+        if ran {
+            anyhow::bail!(
+                "thread {thread_id} has run a turn: a thread's profile is chosen before its first turn"
+            );
+        }
+        let current = self
+            .store
+            .load_metadata(thread_id)
+            .await?
+            .ok_or_else(|| crate::RuntimeError::ThreadNotFound(thread_id.to_string()))?;
+        if let Some(already) = &current.profile {
+            anyhow::bail!(
+                "thread {thread_id} already runs as profile \"{}\": a thread's profile is chosen once",
+                already.canonical
+            );
+        }
+        if let Some(name) = profile.runner.clone() {
+            match &current.runner_binding {
+                Some(binding) => profile.overrides.push(ProfileOverride {
+                    field: "runner".into(),
+                    profile_value: Some(name),
+                    value: format!("{} (the thread's runner)", binding.destination.provider_id),
+                }),
+                None => anyhow::bail!(
+                    "profile \"{}\" names runner \"{name}\": a runner is bound when a thread is created, so start the thread with this profile instead",
+                    profile.canonical
+                ),
+            }
+        }
+        let mut request = CreateThreadRequest::in_workspace(current.workspace.clone());
+        request.provider = current.provider.clone();
+        request.model = current.model.clone();
+        request.tool_allowlist = current.tool_allowlist.clone();
+        request.developer_instructions = current.developer_instructions.clone();
+        let shaped = self.shape(
+            request,
+            current.sandbox.clone(),
+            current.approvals.clone(),
+            profile,
+        )?;
+        crate::runner::state::update_metadata(self.store.as_ref(), &thread, |metadata| {
+            metadata.provider = shaped.request.provider;
+            metadata.model = shaped.request.model;
+            metadata.tool_allowlist = shaped.request.tool_allowlist;
+            metadata.developer_instructions = shaped.request.developer_instructions;
+            metadata.sandbox = shaped.sandbox;
+            metadata.approvals = shaped.approvals;
+            metadata.profile = Some(Box::new(shaped.profile));
+        })
+        .await
+    }
+
+    /// What the profile makes of a thread's settings, the caller's own
+    /// winning: its model, allowlist, deny rules, mode, instructions and
+    /// sandbox (the runner is decided by the caller of this).
+    fn shape(
+        &self,
+        mut request: CreateThreadRequest,
+        sandbox: Option<SandboxPolicy>,
+        mut approvals: ThreadApprovals,
+        mut profile: ProfileSnapshot,
+    ) -> anyhow::Result<Shaped> {
+        apply_model(&mut request, &mut profile)?;
         apply_tools(&mut request, &profile);
         for entry in &profile.disallowed_tools {
             let rule: ApprovalRule = entry.parse().map_err(|error| {
@@ -117,9 +220,21 @@ impl Runtime {
             });
         }
         let sandbox = narrow_sandbox(sandbox, &self.config.sandbox, &profile)?;
-        self.create_thread_settled(request, sandbox, approvals, Some(Box::new(profile)))
-            .await
+        Ok(Shaped {
+            request,
+            sandbox,
+            approvals,
+            profile,
+        })
     }
+}
+
+/// A thread's settings as a profile shaped them.
+struct Shaped {
+    request: CreateThreadRequest,
+    sandbox: Option<SandboxPolicy>,
+    approvals: ThreadApprovals,
+    profile: ProfileSnapshot,
 }
 
 /// The profile's `provider/model`, unless the caller named its own.

@@ -329,3 +329,96 @@ async fn a_profile_runner_binds_the_thread_unless_the_caller_chose_one() {
     assert!(shown.contains("configured: local"), "{shown}");
     assert_eq!(runtime.list_threads().await.unwrap().len(), before);
 }
+
+#[tokio::test]
+async fn a_profile_set_before_the_first_turn_applies_as_if_started_with_it() {
+    let harness = Harness::new(vec![
+        tool_round(&[("c1", "write_file", r#"{"path":"x.txt","content":"no"}"#)]),
+        final_round("ok"),
+        final_round("second"),
+    ]);
+    let in_workspace =
+        || CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string());
+    let thread = harness
+        .runtime
+        .create_thread_with(in_workspace())
+        .await
+        .unwrap();
+    let set = harness
+        .runtime
+        .set_thread_profile(&thread.thread_id, reviewer())
+        .await
+        .unwrap();
+    assert_eq!(set.profile.as_ref().unwrap().canonical, "reviewer");
+    let stored = harness
+        .runtime
+        .load_thread(&thread.thread_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .metadata;
+    assert_eq!(
+        stored.unwrap().profile,
+        set.profile,
+        "the snapshot is on disk"
+    );
+
+    let mut events = harness.runtime.subscribe_events();
+    harness.start(&thread.thread_id, "review").await;
+    let seen = until_turn_ends(&mut events, &thread.thread_id).await;
+    let requests = harness.engine.requests();
+    assert_eq!(tool_names(&requests[0]), vec!["grep", "read_file"]);
+    assert!(completed_tools(&seen)[0].is_error);
+    assert!(!harness.path("x.txt").exists());
+
+    // Once chosen, and only before the first turn.
+    let again = harness
+        .runtime
+        .set_thread_profile(&thread.thread_id, reviewer())
+        .await
+        .unwrap_err();
+    assert!(format!("{again:#}").contains("has run a turn"), "{again:#}");
+    let fresh = harness
+        .runtime
+        .create_thread_with(in_workspace())
+        .await
+        .unwrap();
+    harness
+        .runtime
+        .set_thread_profile(&fresh.thread_id, reviewer())
+        .await
+        .unwrap();
+    let twice = harness
+        .runtime
+        .set_thread_profile(&fresh.thread_id, reviewer())
+        .await
+        .unwrap_err();
+    assert!(format!("{twice:#}").contains("chosen once"), "{twice:#}");
+    // A runner is bound at creation: a profile naming one is refused here.
+    let plain = harness
+        .runtime
+        .create_thread_with(in_workspace())
+        .await
+        .unwrap();
+    let with_runner = ProfileSnapshot {
+        runner: Some("sandbox".into()),
+        ..reviewer()
+    };
+    let refused = harness
+        .runtime
+        .set_thread_profile(&plain.thread_id, with_runner)
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("names runner"),
+        "{refused:#}"
+    );
+    let untouched = harness
+        .runtime
+        .load_thread(&plain.thread_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .metadata;
+    assert!(untouched.unwrap().profile.is_none());
+}
