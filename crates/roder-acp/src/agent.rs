@@ -201,20 +201,7 @@ impl Agent {
         }
         let workspace = cwd.display().to_string();
         let profile = match &self.options.profile {
-            Some(spec) => {
-                let profile = self
-                    .runtime
-                    .resolve_profile(spec, Some(&workspace))
-                    .await
-                    .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
-                if !profile.mcp_servers.is_empty() {
-                    return Err(invalid_params(format!(
-                        "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
-                        profile.canonical
-                    )));
-                }
-                Some(profile)
-            }
+            Some(spec) => Some(self.resolve_profile(spec, &workspace).await?),
             None => None,
         };
         let mut create = CreateThreadRequest::in_workspace(workspace);
@@ -418,6 +405,27 @@ impl Agent {
         Ok(())
     }
 
+    /// A session's profile, resolved in its directory. One that declares
+    /// MCP servers is refused: this server starts only the client's.
+    async fn resolve_profile(
+        &self,
+        spec: &roder_api::profile::ProfileRequestSpec,
+        workspace: &str,
+    ) -> Result<roder_api::profile::ProfileSnapshot, acp::Error> {
+        let profile = self
+            .runtime
+            .resolve_profile(spec, Some(workspace))
+            .await
+            .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
+        if !profile.mcp_servers.is_empty() {
+            return Err(invalid_params(format!(
+                "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
+                profile.canonical
+            )));
+        }
+        Ok(profile)
+    }
+
     /// The profile option: resolved in the session's directory and given to
     /// its thread, which must not have run a turn (`Runtime::set_thread_profile`);
     /// the mode and model options follow what the profile set.
@@ -435,17 +443,7 @@ impl Agent {
             archive: None,
         };
         let workspace = session.cwd.display().to_string();
-        let profile = self
-            .runtime
-            .resolve_profile(&spec, Some(&workspace))
-            .await
-            .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
-        if !profile.mcp_servers.is_empty() {
-            return Err(invalid_params(format!(
-                "profile {} declares MCP servers, which roder acp does not start yet",
-                profile.canonical
-            )));
-        }
+        let profile = self.resolve_profile(&spec, &workspace).await?;
         let metadata = self
             .runtime
             .set_thread_profile(&session.id, profile)

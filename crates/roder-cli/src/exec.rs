@@ -67,16 +67,7 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
         }
     };
     if args.thread.is_none() {
-        let provider = match profile
-            .as_ref()
-            .and_then(|profile| profile.model.as_deref())
-        {
-            Some(label) if settings.model_source != "--model" => label
-                .split_once('/')
-                .map_or(label, |(provider, _)| provider),
-            _ => settings.model.provider.as_str(),
-        };
-        crate::preflight::model_key(settings, provider)?;
+        crate::preflight::model_key(settings, provider_of(settings, profile.as_ref()))?;
     }
     // A read-only or full home is said now, before a thread is half made.
     if settings.store == crate::config::store::StoreChoice::Jsonl {
@@ -379,6 +370,21 @@ async fn show(
         }
     }
     Ok(None)
+}
+
+/// The provider a new thread's first turn calls: `--model`'s, else the
+/// profile's `model`, else the configured one (whose key is checked before
+/// anything is made).
+pub(crate) fn provider_of<'a>(
+    settings: &'a Settings,
+    profile: Option<&'a ProfileSnapshot>,
+) -> &'a str {
+    match profile.and_then(|profile| profile.model.as_deref()) {
+        Some(label) if settings.model_source != "--model" => label
+            .split_once('/')
+            .map_or(label, |(provider, _)| provider),
+        _ => settings.model.provider.as_str(),
+    }
 }
 
 pub(crate) async fn create_thread(

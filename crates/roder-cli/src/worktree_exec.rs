@@ -36,16 +36,10 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
             profile.canonical
         );
     }
-    let provider = match profile
-        .as_ref()
-        .and_then(|profile| profile.model.as_deref())
-    {
-        Some(label) if settings.model_source != "--model" => label
-            .split_once('/')
-            .map_or(label, |(provider, _)| provider),
-        _ => settings.model.provider.as_str(),
-    };
-    crate::preflight::model_key(settings, provider)?;
+    crate::preflight::model_key(
+        settings,
+        crate::exec::provider_of(settings, profile.as_ref()),
+    )?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
     if settings.model_source == "--model" {

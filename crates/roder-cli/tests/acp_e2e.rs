@@ -380,6 +380,25 @@ fn which(program: &str) -> String {
         .to_string()
 }
 
+/// The tools the model was offered in its last request, sorted.
+fn offered_tools(model: &FakeModelServer) -> Vec<String> {
+    let request = model.model_requests().pop().unwrap();
+    let mut offered: Vec<String> = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    offered.sort_unstable();
+    offered
+}
+
+/// A session's thread metadata as stored.
+fn stored_metadata(home: &Path, session: &str) -> Value {
+    let path = home.join("threads").join(session).join("metadata.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[tokio::test]
 async fn a_profile_session_runs_as_the_profile_and_keeps_it() {
     let Some(python) = sdk_python() else { return };
@@ -399,26 +418,15 @@ async fn a_profile_session_runs_as_the_profile_and_keeps_it() {
     assert!(run.summary["answer"].as_str().unwrap().contains("the plan"));
     // The model was offered the profile's read-only tools, and told who
     // it is.
+    assert_eq!(
+        offered_tools(&model),
+        ["glob", "grep", "list_files", "read_file"]
+    );
     let request = model.model_requests().pop().unwrap();
-    let mut offered: Vec<&str> = request.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool["function"]["name"].as_str())
-        .collect();
-    offered.sort_unstable();
-    assert_eq!(offered, ["glob", "grep", "list_files", "read_file"]);
     assert!(request.body.to_string().contains("answer with a plan"));
     // The snapshot is stored with the session's thread.
     let session = run.summary["sessionId"].as_str().unwrap();
-    let metadata = std::fs::read_to_string(
-        home.path()
-            .join("threads")
-            .join(session)
-            .join("metadata.json"),
-    )
-    .unwrap();
-    let metadata: Value = serde_json::from_str(&metadata).unwrap();
+    let metadata = stored_metadata(home.path(), session);
     assert_eq!(
         metadata["profile"]["canonical"], "builtin:plan",
         "{metadata}"
@@ -451,26 +459,12 @@ async fn the_profile_option_is_chosen_once_before_the_first_prompt() {
     let second = summary["second"].as_str().unwrap();
     assert!(second.contains("chosen once"), "{summary}");
     assert_eq!(summary["modeUpdates"], json!(["plan"]), "{summary}");
-    let request = model.model_requests().pop().unwrap();
-    let mut offered: Vec<&str> = request.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool["function"]["name"].as_str())
-        .collect();
-    offered.sort_unstable();
-    assert_eq!(offered, ["glob", "grep", "list_files", "read_file"]);
+    assert_eq!(
+        offered_tools(&model),
+        ["glob", "grep", "list_files", "read_file"]
+    );
     let session = summary["sessionId"].as_str().unwrap();
-    let metadata: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            home.path()
-                .join("threads")
-                .join(session)
-                .join("metadata.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let metadata = stored_metadata(home.path(), session);
     assert_eq!(
         metadata["profile"]["canonical"], "builtin:plan",
         "{metadata}"

@@ -25,6 +25,18 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A repository of one commit at `dir/repo`.
+fn repo_in(dir: &Path) -> std::path::PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let repo = repo.canonicalize().unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
 /// The checkpoint refs of `thread` in `repo`.
 fn refs_of(repo: &Path, thread: &str) -> usize {
     git(
@@ -70,13 +82,7 @@ async fn turns(
 #[tokio::test]
 async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    let repo = repo.canonicalize().unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    let repo = repo_in(dir.path());
     let runner_root = dir.path().join("runner-root");
     std::fs::create_dir(&runner_root).unwrap();
 
@@ -214,13 +220,7 @@ fn entries(dir: &Path) -> Vec<String> {
 #[tokio::test]
 async fn gc_removes_deleted_threads_worktrees_and_archives_no_thread_names() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    let repo = repo.canonicalize().unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    let repo = repo_in(dir.path());
     let server = FakeModelServer::start().await.unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
