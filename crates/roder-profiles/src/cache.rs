@@ -58,7 +58,7 @@ impl Verified {
 
     fn insert(&mut self, digest: &str, identity: FileIdentity, bytes: Arc<[u8]>) {
         if let Some((_, old)) = self.entries.remove(digest) {
-            self.bytes -= old.len();
+            self.bytes = self.bytes.saturating_sub(old.len());
         }
         if self.bytes + bytes.len() > Self::MAX_BYTES {
             self.entries.clear();
@@ -70,7 +70,7 @@ impl Verified {
 
     fn forget(&mut self, digest: &str) {
         if let Some((_, old)) = self.entries.remove(digest) {
-            self.bytes -= old.len();
+            self.bytes = self.bytes.saturating_sub(old.len());
         }
     }
 }
