@@ -29,6 +29,7 @@ impl Wired {
     /// thread's next turn) and removes warm-pool containers nobody claimed;
     /// call before exiting.
     pub async fn shutdown(&self) {
+        self.runtime.settle_checkpoint_collections().await;
         for (thread_id, outcome) in self.runtime.release_idle_runners().await {
             if let Err(error) = outcome {
                 tracing::warn!("thread {thread_id}: its sandbox was left as it is: {error:#}");
@@ -105,6 +106,7 @@ pub fn runtime(
             .as_ref()
             .is_some_and(|telemetry| telemetry.capture_content),
         named_runners: named_runners(settings),
+        checkpoint_keep_turns: Some(settings.checkpoint_keep_turns),
         ..RuntimeConfig::default()
     };
     adjust(&mut config);

@@ -1,9 +1,10 @@
 //! `roder gc` on docker checkpoint images through the real binary: a
 //! docker thread whose destination says `checkpoints = "per_turn"` takes a
-//! commit of its container at the start of each turn after its first; with
-//! `[checkpoints] keep_turns = 1`, `gc --dry-run` lists the older image and
-//! removes nothing, `gc` removes it and keeps the last one, and deleting
-//! the thread removes that too. Images are counted by their
+//! commit of its container at the start of each turn after its first;
+//! `gc --keep-turns 1 --dry-run` lists the older image and removes nothing,
+//! `gc --keep-turns 1` removes it and keeps the last one, and deleting the
+//! thread removes that too (`keep_turns` stays at its default of 10, so
+//! the runtime's own collection after each turn removes nothing here). Images are counted by their
 //! `dev.roder.snapshot.of` label (the thread's container).
 //!
 //! Needs the Docker daemon and `roder-sandbox:latest`
@@ -95,13 +96,6 @@ async fn gc_removes_docker_checkpoint_images_past_the_retention() {
         &containers,
         r#"checkpoints = "per_turn""#,
     );
-    let config = home.path().join("config.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("checkpoints = {{ keep_turns = 1 }}\n{text}"),
-    )
-    .unwrap();
 
     server.push(shell("echo one > one.txt"));
     server.push(ChatStream::text_reply("one done"));
@@ -130,7 +124,12 @@ async fn gc_removes_docker_checkpoint_images_past_the_retention() {
     let before = images_of(&container).await;
     assert_eq!(before.len(), 2, "{before:?}");
 
-    let dry = roder(home.path(), workspace.path(), &["gc", "--dry-run"]).await;
+    let dry = roder(
+        home.path(),
+        workspace.path(),
+        &["gc", "--keep-turns", "1", "--dry-run"],
+    )
+    .await;
     assert_eq!(dry.code, Some(0), "{}", dry.stderr);
     assert_eq!(
         dry.stdout
@@ -147,7 +146,7 @@ async fn gc_removes_docker_checkpoint_images_past_the_retention() {
         "a dry run removes nothing"
     );
 
-    let collected = roder(home.path(), workspace.path(), &["gc"]).await;
+    let collected = roder(home.path(), workspace.path(), &["gc", "--keep-turns", "1"]).await;
     assert_eq!(collected.code, Some(0), "{}", collected.stderr);
     let after = images_of(&container).await;
     assert_eq!(after.len(), 1, "{}", collected.stdout);

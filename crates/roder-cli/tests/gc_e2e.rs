@@ -1,11 +1,14 @@
 //! Checkpoint retention and `roder gc` through the real binary: a local
 //! thread in a git repository (a checkpoint ref per turn), a unix-local
 //! thread (a directory copy per turn) and a copy left by a deleted thread,
-//! with `[checkpoints] keep_turns = 1`; another home's thread checkpoints
-//! the same repository. Refs and copies are counted before and after
-//! `--dry-run` (nothing changes), `gc` (each thread keeps its last turn's,
-//! the other home keeps all of its own) and `threads delete` (the thread's
-//! last checkpoint goes with it).
+//! collected with `gc --keep-turns 1` (`keep_turns` itself stays at its
+//! default of 10, so the runtime's own collection after each turn removes
+//! nothing); another home's thread checkpoints the same repository. Refs
+//! and copies are counted before and after `--dry-run` (nothing changes),
+//! `gc` (each thread keeps its last turn's, the other home keeps all of its
+//! own) and `threads delete` (the thread's last checkpoint goes with it).
+//! With `keep_turns = 1` in `config.toml`, each turn's process collects the
+//! thread's older checkpoints itself, without `gc`.
 
 mod support;
 
@@ -93,10 +96,6 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
         std::fs::create_dir(home).unwrap();
         write_config(home, &server, Some(&runner_root));
     }
-    let config = home.join("config.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text = format!("checkpoints = {{ keep_turns = 1 }}\n{text}");
-    std::fs::write(&config, text).unwrap();
 
     let local = turns(&server, &home, &repo, &[], 3).await;
     let copied = turns(&server, &home, &repo, &["--runner", "local"], 2).await;
@@ -115,7 +114,7 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
         (3, 2, 2)
     );
 
-    let dry = roder(&home, &repo, &["gc", "--dry-run"]).await;
+    let dry = roder(&home, &repo, &["gc", "--keep-turns", "1", "--dry-run"]).await;
     assert_eq!(dry.code, Some(0), "{}", dry.stderr);
     let listed: Vec<&str> = dry
         .stdout
@@ -140,7 +139,7 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     );
     assert!(orphan.exists());
 
-    let collected = roder(&home, &repo, &["gc"]).await;
+    let collected = roder(&home, &repo, &["gc", "--keep-turns", "1"]).await;
     assert_eq!(collected.code, Some(0), "{}", collected.stderr);
     assert_eq!(
         (
@@ -162,7 +161,7 @@ async fn gc_keeps_the_last_turns_and_never_touches_another_home() {
     .await;
     assert_eq!(rolled_back.code, Some(0), "{}", rolled_back.stderr);
     // A second collection finds nothing more.
-    let again = roder(&home, &repo, &["gc", "--dry-run"]).await;
+    let again = roder(&home, &repo, &["gc", "--keep-turns", "1", "--dry-run"]).await;
     assert!(
         !again.stdout.contains("would remove checkpoint"),
         "{}",
@@ -309,4 +308,47 @@ async fn gc_removes_deleted_threads_worktrees_and_archives_no_thread_names() {
         "{}",
         nothing.stdout
     );
+}
+
+#[tokio::test]
+async fn with_keep_turns_set_each_turn_collects_the_older_checkpoints_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_in(dir.path());
+    let runner_root = dir.path().join("runner-root");
+    std::fs::create_dir(&runner_root).unwrap();
+    let server = FakeModelServer::start().await.unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    write_config(&home, &server, Some(&runner_root));
+    let config = home.join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("checkpoints = {{ keep_turns = 2 }}\n{text}"),
+    )
+    .unwrap();
+
+    // Five turns, one process each: every process collects before it exits.
+    let local = turns(&server, &home, &repo, &[], 5).await;
+    let copied = turns(&server, &home, &repo, &["--runner", "local"], 4).await;
+    assert_eq!(refs_of(&repo, &local), 2, "the last two turns' refs");
+    assert_eq!(
+        copies_in(&home.join("checkpoints").join(&copied)),
+        2,
+        "the last two turns' copies"
+    );
+    // Nothing is left for gc at that retention; the newest turn rolls back.
+    let dry = roder(&home, &repo, &["gc", "--dry-run"]).await;
+    assert!(
+        !dry.stdout.contains("would remove checkpoint"),
+        "{}",
+        dry.stdout
+    );
+    let rolled_back = roder(
+        &home,
+        &repo,
+        &["threads", "rollback", &local, "--turn", "4"],
+    )
+    .await;
+    assert_eq!(rolled_back.code, Some(0), "{}", rolled_back.stderr);
 }

@@ -85,11 +85,14 @@ impl Runtime {
             .await;
         let event = match taken {
             Ok(None) => return Ok(()),
-            Ok(Some(checkpoint)) => RoderEvent::WorkspaceCheckpointed(WorkspaceCheckpointed {
-                thread_id: thread.thread_id.clone(),
-                turn_id: turn_id.to_string(),
-                checkpoint,
-            }),
+            Ok(Some(checkpoint)) => {
+                self.retention.taken(&thread.thread_id);
+                RoderEvent::WorkspaceCheckpointed(WorkspaceCheckpointed {
+                    thread_id: thread.thread_id.clone(),
+                    turn_id: turn_id.to_string(),
+                    checkpoint,
+                })
+            }
             Err(error) => {
                 tracing::warn!(
                     thread_id = %thread.thread_id,

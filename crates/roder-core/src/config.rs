@@ -109,6 +109,11 @@ pub struct RuntimeConfig {
     /// whose `runner` names one: a thread created with that profile and no
     /// runner of its own binds to it.
     pub named_runners: std::collections::BTreeMap<String, crate::requests::ThreadRunnerSelection>,
+    /// Checkpoints kept per thread (`[checkpoints] keep_turns`): every that
+    /// many new checkpoints of a thread, the older ones are collected in
+    /// the background. `None`: only [`Runtime::collect_checkpoints`]
+    /// (`roder gc`) and deleting the thread remove them.
+    pub checkpoint_keep_turns: Option<usize>,
 }
 
 /// `[approvals]`: the runtime's rules and how asks behave.
@@ -166,6 +171,7 @@ impl Default for RuntimeConfig {
             approvals: ApprovalsConfig::default(),
             telemetry_capture_content: false,
             named_runners: Default::default(),
+            checkpoint_keep_turns: None,
         }
     }
 }

@@ -58,6 +58,8 @@ pub struct Runtime {
     /// Gives spans their `traceparent` when the runtime is traced (`trace.rs`).
     pub(crate) trace_context: Option<Arc<dyn roder_api::telemetry::TraceContext>>,
     pub(crate) profile_resolver: Option<Arc<dyn roder_api::profile::ProfileResolver>>,
+    /// Checkpoints taken since each thread's last automatic collection.
+    pub(crate) retention: crate::retention::Retention,
 }
 
 impl Runtime {
@@ -122,6 +124,7 @@ impl Runtime {
             approvals,
             trace_context: registry.trace_context,
             profile_resolver: registry.profile_resolver,
+            retention: Default::default(),
         })
     }
 

@@ -69,6 +69,15 @@ impl World {
     }
 
     fn runtime(&self, engine: Arc<ScriptedEngine>, checkpoints: bool) -> Arc<Runtime> {
+        self.runtime_with(engine, checkpoints, |_| {})
+    }
+
+    fn runtime_with(
+        &self,
+        engine: Arc<ScriptedEngine>,
+        checkpoints: bool,
+        adjust: impl FnOnce(&mut RuntimeConfig),
+    ) -> Arc<Runtime> {
         let mut builder = ExtensionRegistryBuilder::new();
         builder.inference_engine(engine);
         builder.thread_store_factory(Arc::new(JsonlThreadStoreFactory {
@@ -82,16 +91,12 @@ impl World {
         builder.tool_contributor(
             roder_tools::builtin_coding_tools_contributor(self.repo.clone()).unwrap(),
         );
-        Arc::new(
-            Runtime::new(
-                builder.build().unwrap(),
-                RuntimeConfig {
-                    workspace: Some(self.repo.display().to_string()),
-                    ..RuntimeConfig::default()
-                },
-            )
-            .unwrap(),
-        )
+        let mut config = RuntimeConfig {
+            workspace: Some(self.repo.display().to_string()),
+            ..RuntimeConfig::default()
+        };
+        adjust(&mut config);
+        Arc::new(Runtime::new(builder.build().unwrap(), config).unwrap())
     }
 
     async fn worktree_thread(&self, runtime: &Runtime) -> (String, PathBuf) {
@@ -457,5 +462,42 @@ async fn a_unix_local_thread_rolls_back_and_forks_by_directory_copy() {
     assert!(
         fork_root.join("made.txt").exists(),
         "the fork keeps its copy"
+    );
+}
+
+#[tokio::test]
+async fn a_long_lived_runtime_collects_a_threads_old_checkpoints_every_keep_turns() {
+    let world = World::new();
+    let engine = ScriptedEngine::new(
+        (0..7)
+            .map(|turn| final_round(&format!("turn {turn}")))
+            .collect(),
+    );
+    let runtime = world.runtime_with(engine, true, |config| {
+        config.checkpoint_keep_turns = Some(2);
+    });
+    let (thread_id, _) = world.worktree_thread(&runtime).await;
+    let refs = || {
+        git(
+            &world.repo,
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                &format!("refs/roder/checkpoints/{thread_id}/"),
+            ],
+        )
+        .lines()
+        .count()
+    };
+    let mut most = 0;
+    for turn in 0..7 {
+        run_turn(&runtime, &thread_id, &format!("turn {turn}")).await;
+        runtime.settle_checkpoint_collections().await;
+        most = most.max(refs());
+    }
+    assert_eq!(refs(), 2, "the last two turns' checkpoints");
+    assert!(
+        most <= 3,
+        "never more than keep + keep - 1 between collections: {most}"
     );
 }

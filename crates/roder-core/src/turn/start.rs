@@ -91,6 +91,8 @@ impl Runtime {
                     context.set_parent(&span, parent);
                 }
                 tokio::spawn(driver::drive(self.clone(), plan).instrument(span));
+                // This turn's checkpoint is taken: older ones may go.
+                self.collect_checkpoints_if_due(&thread.thread_id);
                 Ok(turn_id)
             }
             Err(error) => {
