@@ -1,7 +1,10 @@
 //! Where `allow_always` and `reject_always` keep their rules: the
 //! `[approvals]` table of `config.toml`, edited in place so the user's
 //! comments and layout stay, and written whole through a temporary file so
-//! a crash never leaves half a config.
+//! a crash never leaves half a config. Several processes of one home (an
+//! app server, a `roder exec`, an editor's `roder acp`) may keep rules at
+//! once: each read-modify-write holds an exclusive lock on
+//! `config.toml.lock`, so none loses another's rule.
 
 use std::path::PathBuf;
 
@@ -15,6 +18,15 @@ pub struct ConfigRuleStore {
 
 impl ApprovalRuleStore for ConfigRuleStore {
     fn keep(&self, rules: &ApprovalRules) -> anyhow::Result<()> {
+        let lock_path = self.path.with_extension("toml.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|error| anyhow::anyhow!("cannot open {}: {error}", lock_path.display()))?;
+        lock.lock()
+            .map_err(|error| anyhow::anyhow!("cannot lock {}: {error}", lock_path.display()))?;
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -26,9 +38,17 @@ impl ApprovalRuleStore for ConfigRuleStore {
             return Ok(());
         }
         let temporary = self.path.with_extension("toml.tmp");
-        std::fs::write(&temporary, &updated)
-            .and_then(|()| std::fs::rename(&temporary, &self.path))
-            .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", self.path.display()))
+        let written = std::fs::File::create(&temporary)
+            .and_then(|mut file| {
+                std::io::Write::write_all(&mut file, updated.as_bytes())?;
+                file.sync_all()
+            })
+            .and_then(|()| std::fs::rename(&temporary, &self.path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written.map_err(|error| anyhow::anyhow!("cannot write {}: {error}", self.path.display()))
+        // The lock is released when `lock` is closed.
     }
 }
 
@@ -113,5 +133,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("`approvals` is not a table"), "{error}");
+    }
+
+    #[test]
+    fn rules_kept_at_once_by_many_writers_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "model = \"fake/m\"\n").unwrap();
+        let writers: Vec<_> = (0..16)
+            .map(|index| {
+                let store = ConfigRuleStore { path: path.clone() };
+                std::thread::spawn(move || {
+                    store
+                        .keep(&rules(&[&format!("exec:tool-{index}")], &[]))
+                        .unwrap()
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let parsed: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let allow = parsed["approvals"]["allow"].as_array().unwrap();
+        assert_eq!(allow.len(), 16, "{allow:?}");
+        assert_eq!(parsed["model"].as_str(), Some("fake/m"));
     }
 }
