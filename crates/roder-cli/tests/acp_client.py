@@ -316,7 +316,20 @@ async def choose_profile(args, editor, conn, process, summary):
     summary["modeUpdates"] = [u.get("currentModeId") for u in editor.of_kind("current_mode_update")]
 
 
-SCENARIOS = {"choose_profile": choose_profile, "profiled": profiled, "basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
+async def traced(args, editor, conn, process, summary):
+    """A prompt carrying the caller's trace context in `_meta`."""
+    await initialize(conn, editor)
+    sid = (await conn.new_session(cwd=args.workspace, mcp_servers=[])).session_id
+    done = await conn.prompt(session_id=sid, prompt=[text_block("traced")], traceparent=args.traceparent)
+    editor.check(done.stop_reason == "end_turn", f"stopReason {done.stop_reason}")
+    try:
+        await conn.prompt(session_id=sid, prompt=[text_block("bad")], traceparent="not-a-traceparent")
+        summary["bad"] = "accepted"
+    except Exception as error:
+        summary["bad"] = f"{error} {getattr(error, 'data', '')}"
+
+
+SCENARIOS = {"traced": traced, "choose_profile": choose_profile, "profiled": profiled, "basics": basics, "approvals": approvals, "cancel": cancel, "write": write,
              "mcp": mcp, "sandboxed": sandboxed}
 
 
@@ -331,6 +344,7 @@ async def main() -> int:
     parser.add_argument("--worktree", action="store_true")
     parser.add_argument("--mcp-command")
     parser.add_argument("--profile")
+    parser.add_argument("--traceparent")
     args = parser.parse_args()
     editor = Editor("allow_once")
     summary: dict[str, Any] = {}

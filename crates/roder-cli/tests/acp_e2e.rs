@@ -56,6 +56,18 @@ async fn client(
     workspace: &Path,
     extra: &[&str],
 ) -> Run {
+    client_with_env(python, scenario, home, workspace, extra, &[]).await
+}
+
+/// [`client`] with more environment for the client and `roder acp`.
+async fn client_with_env(
+    python: &Path,
+    scenario: &str,
+    home: &Path,
+    workspace: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
     let raw = tempfile::NamedTempFile::new().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp_client.py");
     let child = tokio::process::Command::new(python)
@@ -69,6 +81,7 @@ async fn client(
         .args(extra)
         .env("RODER_HOME", home)
         .env("FAKE_MODEL_KEY", "test-key")
+        .envs(env.iter().copied())
         .env_remove("RODER_MODEL")
         .stdout(std::process::Stdio::piped())
         // ACP_E2E_STDERR=1 shows the client's and the agent's stderr live.
@@ -469,4 +482,39 @@ async fn the_profile_option_is_chosen_once_before_the_first_prompt() {
         metadata["profile"]["canonical"], "builtin:plan",
         "{metadata}"
     );
+}
+
+#[tokio::test]
+async fn a_prompt_with_a_traceparent_in_meta_continues_the_callers_trace() {
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const SPAN: &str = "00f067aa0ba902b7";
+    let Some(python) = sdk_python() else { return };
+    let receiver = support::otlp::Receiver::start().await;
+    let workspace = tempfile::tempdir().unwrap();
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::text_reply("traced."));
+    let home = home_with(&model, "");
+    let traceparent = format!("00-{TRACE}-{SPAN}-01");
+    let run = client_with_env(
+        &python,
+        "traced",
+        home.path(),
+        workspace.path(),
+        &["--traceparent", &traceparent],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)],
+    )
+    .await;
+    let bad = run.summary["bad"].as_str().unwrap();
+    assert!(bad.contains("_meta.traceparent"), "{}", run.summary);
+    // `roder acp` exited (its stdin closed), exporting what it had.
+    let spans = receiver.spans();
+    let turns: Vec<_> = spans.iter().filter(|span| span.name == "turn").collect();
+    assert_eq!(
+        turns.len(),
+        1,
+        "one turn ran: {:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    assert_eq!(support::otlp::hex(&turns[0].trace_id), TRACE);
+    assert_eq!(support::otlp::hex(&turns[0].parent_span_id), SPAN);
 }
