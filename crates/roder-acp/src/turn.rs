@@ -168,6 +168,22 @@ fn stop_reason(event: &RoderEvent) -> Option<Result<acp::StopReason, acp::Error>
     })
 }
 
+/// The W3C `traceparent` a client put in the prompt's `_meta` (a root key
+/// ACP reserves for it): the turn's span joins that trace. Anything else
+/// there is not Roder's business; a `traceparent` that is not one is a
+/// client error.
+fn traceparent(meta: Option<&acp::Meta>) -> Result<Option<String>, acp::Error> {
+    let Some(value) = meta.and_then(|meta| meta.get("traceparent")) else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some(text) if roder_api::telemetry::valid_traceparent(text) => Ok(Some(text.to_string())),
+        _ => Err(invalid_params(format!(
+            "_meta.traceparent {value} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,21 +218,5 @@ mod tests {
             turn_id: "u".into(),
         });
         assert_eq!(reason(&interrupted), acp::StopReason::Cancelled);
-    }
-}
-
-/// The W3C `traceparent` a client put in the prompt's `_meta` (a root key
-/// ACP reserves for it): the turn's span joins that trace. Anything else
-/// there is not Roder's business; a `traceparent` that is not one is a
-/// client error.
-fn traceparent(meta: Option<&acp::Meta>) -> Result<Option<String>, acp::Error> {
-    let Some(value) = meta.and_then(|meta| meta.get("traceparent")) else {
-        return Ok(None);
-    };
-    match value.as_str() {
-        Some(text) if roder_api::telemetry::valid_traceparent(text) => Ok(Some(text.to_string())),
-        _ => Err(invalid_params(format!(
-            "_meta.traceparent {value} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
-        ))),
     }
 }
