@@ -66,6 +66,12 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
             None
         }
     };
+    // A thread that runs as a profile keeps its MCP servers: its stored
+    // snapshot's, never the profile file's today.
+    let stored = match &args.thread {
+        Some(thread_id) => stored_profile(settings, thread_id).await?,
+        None => None,
+    };
     if args.thread.is_none() {
         crate::preflight::model_key(settings, provider_of(settings, profile.as_ref()))?;
     }
@@ -76,7 +82,7 @@ pub async fn run_with_prompt(settings: &Settings, args: ExecArgs) -> anyhow::Res
             .await??;
     }
     let with_profile;
-    let settings = match &profile {
+    let settings = match profile.as_ref().or(stored.as_ref()) {
         Some(profile) if !profile.mcp_servers.is_empty() => {
             with_profile = profile_mcp_servers(settings, profile)?;
             &with_profile
@@ -415,6 +421,21 @@ pub(crate) async fn create_thread(
         .create_thread_with_profile(request, None, approvals, profile)
         .await?
         .thread_id)
+}
+
+/// The profile snapshot stored with `thread_id`, if it has one (nothing if
+/// the thread does not exist: the turn then says so).
+async fn stored_profile(
+    settings: &Settings,
+    thread_id: &str,
+) -> anyhow::Result<Option<ProfileSnapshot>> {
+    let store = crate::config::store::factory(settings)?.open()?;
+    Ok(store
+        .load_metadata(thread_id)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|metadata| metadata.profile.map(|profile| *profile)))
 }
 
 /// The settings with the profile's MCP servers added (a name that

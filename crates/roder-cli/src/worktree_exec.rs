@@ -28,14 +28,8 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
     // Before the worktree and its thread exist.
     let profile =
         crate::profiles_cmd::resolve_for_exec(settings, &args.profile, &workspace).await?;
-    if let Some(profile) = &profile
-        && !profile.mcp_servers.is_empty()
-    {
-        anyhow::bail!(
-            "profile {} declares MCP servers, which a --worktree thread does not start yet; run it without --worktree",
-            profile.canonical
-        );
-    }
+    // The profile's MCP servers start with the turn, which reads them from
+    // the thread's stored snapshot (`exec.rs`).
     crate::preflight::model_key(
         settings,
         crate::exec::provider_of(settings, profile.as_ref()),

@@ -432,3 +432,63 @@ async fn a_worktree_thread_runs_as_its_profile_and_the_checkout_stays_untouched(
     assert!(!Path::new(worktree).join("notes.txt").exists());
     assert!(!workspace.path().join("notes.txt").exists());
 }
+
+#[tokio::test]
+async fn a_profiles_mcp_server_serves_every_turn_of_its_thread_in_a_worktree_too() {
+    if !support::installed(
+        "mcp-server-time",
+        &["--help"],
+        "pip install mcp-server-time",
+    ) {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    git_repo(workspace.path());
+    let models = FakeModelServer::start().await.unwrap();
+    support::write_config(home.path(), &models, None);
+    std::fs::create_dir(home.path().join("profiles")).unwrap();
+    std::fs::write(
+        home.path().join("profiles/timekeeper.md"),
+        "+++\nname = \"timekeeper\"\n[mcp_servers.time]\ncommand = \"mcp-server-time\"\n+++\nTell the time.\n",
+    )
+    .unwrap();
+    models.push(ChatStream::text_reply("first"));
+    let first = roder(
+        home.path(),
+        workspace.path(),
+        &[
+            "exec",
+            "--worktree",
+            "--profile",
+            "timekeeper",
+            "what time is it",
+        ],
+    )
+    .await;
+    assert_eq!(first.code, Some(0), "stderr:\n{}", first.stderr);
+    let thread = thread_id_from(&first.stderr);
+    // The profile file changes; the thread keeps what it started with.
+    std::fs::write(
+        home.path().join("profiles/timekeeper.md"),
+        "+++\nname = \"timekeeper\"\n+++\nNo servers any more.\n",
+    )
+    .unwrap();
+    models.push(ChatStream::text_reply("second"));
+    let second = roder(
+        home.path(),
+        workspace.path(),
+        &["exec", "--thread", &thread, "and now"],
+    )
+    .await;
+    assert_eq!(second.code, Some(0), "stderr:\n{}", second.stderr);
+    let requests = models.model_requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let offered = tool_names(&request.body);
+        assert!(
+            offered.contains(&"mcp__time__get_current_time".to_string()),
+            "{offered:?}"
+        );
+    }
+}
