@@ -193,17 +193,24 @@ impl Agent {
 
     async fn new_session(&self, request: acp::NewSessionRequest) -> Answer {
         let cwd = absolute(&request.cwd)?;
-        let servers = mcp_declaration(request.mcp_servers)?;
-        if let Some(servers) = &servers {
-            self.runtime
-                .check_thread_tools(MCP_SERVERS, servers)
-                .map_err(|error| invalid_params(format!("mcpServers: {error:#}")))?;
-        }
+        let mut servers = mcp_declaration(request.mcp_servers)?;
         let workspace = cwd.display().to_string();
         let profile = match &self.options.profile {
             Some(spec) => Some(self.resolve_profile(spec, &workspace).await?),
             None => None,
         };
+        // The profile's MCP servers become the session's own, beside the
+        // editor's.
+        if let Some(profile) = &profile {
+            servers = profile
+                .mcp_declaration(servers)
+                .map_err(|error| invalid_params(format!("profile: {error}")))?;
+        }
+        if let Some(servers) = &servers {
+            self.runtime
+                .check_thread_tools(MCP_SERVERS, servers)
+                .map_err(|error| invalid_params(format!("mcpServers: {error:#}")))?;
+        }
         let mut create = CreateThreadRequest::in_workspace(workspace);
         let created = if self.options.worktree {
             self.runtime
@@ -405,25 +412,16 @@ impl Agent {
         Ok(())
     }
 
-    /// A session's profile, resolved in its directory. One that declares
-    /// MCP servers is refused: this server starts only the client's.
+    /// A session's profile, resolved in its directory.
     async fn resolve_profile(
         &self,
         spec: &roder_api::profile::ProfileRequestSpec,
         workspace: &str,
     ) -> Result<roder_api::profile::ProfileSnapshot, acp::Error> {
-        let profile = self
-            .runtime
+        self.runtime
             .resolve_profile(spec, Some(workspace))
             .await
-            .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
-        if !profile.mcp_servers.is_empty() {
-            return Err(invalid_params(format!(
-                "profile {} declares MCP servers, which roder acp does not start yet; declare them in session/new mcpServers",
-                profile.canonical
-            )));
-        }
-        Ok(profile)
+            .map_err(|error| invalid_params(format!("profile: {error:#}")))
     }
 
     /// The profile option: resolved in the session's directory and given to
@@ -444,6 +442,12 @@ impl Agent {
         };
         let workspace = session.cwd.display().to_string();
         let profile = self.resolve_profile(&spec, &workspace).await?;
+        if !profile.mcp_servers.is_empty() {
+            return Err(invalid_params(format!(
+                "profile {} declares MCP servers, which start with a session: choose it with roder acp --profile",
+                profile.canonical
+            )));
+        }
         let metadata = self
             .runtime
             .set_thread_profile(&session.id, profile)

@@ -195,6 +195,69 @@ pub struct ProfileMcpServer {
     pub bearer_token_env_var: Option<String>,
 }
 
+impl ProfileSnapshot {
+    /// `declared` (a client's `mcpServers` declaration for the thread, the
+    /// shape `thread/start` takes) with this profile's MCP servers added:
+    /// what a server that starts only a thread's declared servers (the app
+    /// server, `roder acp`) starts for a thread running as this profile. A
+    /// name both declare is refused: neither is dropped silently.
+    ///
+    /// ```
+    /// use roder_api::profile::{ProfileMcpServer, ProfileSnapshot};
+    ///
+    /// let profile = ProfileSnapshot {
+    ///     canonical: "timekeeper".into(),
+    ///     mcp_servers: [("time".to_string(), ProfileMcpServer {
+    ///         command: Some("mcp-server-time".into()),
+    ///         ..ProfileMcpServer::default()
+    ///     })]
+    ///     .into(),
+    ///     ..ProfileSnapshot::default()
+    /// };
+    /// let both = profile.mcp_declaration(Some(serde_json::json!({"docs": {"url": "http://127.0.0.1:1/mcp"}}))).unwrap().unwrap();
+    /// assert_eq!(both["time"]["command"], "mcp-server-time");
+    /// assert!(profile.mcp_declaration(Some(serde_json::json!({"time": {"url": "x"}}))).is_err());
+    /// ```
+    pub fn mcp_declaration(
+        &self,
+        declared: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, String> {
+        use serde_json::Value;
+        if self.mcp_servers.is_empty() {
+            return Ok(declared);
+        }
+        let mut servers = match declared {
+            None => serde_json::Map::new(),
+            Some(Value::Object(servers)) => servers,
+            Some(_) => return Err("mcpServers must be an object".into()),
+        };
+        for (name, server) in &self.mcp_servers {
+            if servers.contains_key(name) {
+                return Err(format!(
+                    "profile {} declares MCP server {name:?}, which the client declares too",
+                    self.canonical
+                ));
+            }
+            let mut entry = serde_json::Map::new();
+            if let Some(command) = &server.command {
+                entry.insert("command".into(), Value::from(command.clone()));
+                entry.insert("args".into(), Value::from(server.args.clone()));
+            }
+            if let Some(url) = &server.url {
+                entry.insert("url".into(), Value::from(url.clone()));
+            }
+            if !server.env_vars.is_empty() {
+                entry.insert("envVars".into(), Value::from(server.env_vars.clone()));
+            }
+            if let Some(variable) = &server.bearer_token_env_var {
+                entry.insert("bearerTokenEnvVar".into(), Value::from(variable.clone()));
+            }
+            servers.insert(name.clone(), Value::Object(entry));
+        }
+        Ok(Some(Value::Object(servers)))
+    }
+}
+
 /// A field a caller set over the profile's value.
 ///
 /// ```

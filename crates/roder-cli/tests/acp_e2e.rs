@@ -518,3 +518,64 @@ async fn a_prompt_with_a_traceparent_in_meta_continues_the_callers_trace() {
     assert_eq!(support::otlp::hex(&turns[0].trace_id), TRACE);
     assert_eq!(support::otlp::hex(&turns[0].parent_span_id), SPAN);
 }
+
+#[tokio::test]
+async fn a_profiles_mcp_servers_start_with_its_sessions() {
+    let Some(python) = sdk_python() else { return };
+    if !installed(
+        "mcp-server-time",
+        &["--help"],
+        "pip install mcp-server-time",
+    ) {
+        return;
+    }
+    let model = FakeModelServer::start().await.unwrap();
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-time",
+        "mcp__time__get_current_time",
+        r#"{"timezone":"UTC"}"#,
+    )]));
+    model.push(ChatStream::text_reply("it is late"));
+    // A host MCP server starts only where commands run unconfined.
+    let home = home_with(&model, "\n[sandbox]\nmode = \"none\"\n");
+    std::fs::create_dir(home.path().join("profiles")).unwrap();
+    std::fs::write(
+        home.path().join("profiles/timekeeper.md"),
+        format!(
+            "+++\nname = \"timekeeper\"\n[mcp_servers.time]\ncommand = \"{}\"\n+++\nTell the time.\n",
+            which("mcp-server-time")
+        ),
+    )
+    .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let run = client(
+        &python,
+        "profiled",
+        home.path(),
+        workspace.path(),
+        &["--profile", "timekeeper"],
+    )
+    .await;
+    assert!(
+        run.summary["answer"].as_str().unwrap().contains("late"),
+        "{}",
+        run.summary
+    );
+    let requests = model.model_requests();
+    let first: Vec<String> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        first.contains(&"mcp__time__get_current_time".to_string()),
+        "{first:?}"
+    );
+    // The call reached the server: its answer is in the next request.
+    assert!(
+        requests[1].body.to_string().contains("UTC"),
+        "{}",
+        requests[1].body
+    );
+}

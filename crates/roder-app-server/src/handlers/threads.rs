@@ -169,39 +169,9 @@ fn with_profile_servers(
     declared: Option<Value>,
     profile: &roder_api::profile::ProfileSnapshot,
 ) -> Result<Option<Value>, RpcError> {
-    if profile.mcp_servers.is_empty() {
-        return Ok(declared);
-    }
-    let invalid = |detail: String| RpcError::invalid_params("thread/start", "profile", detail);
-    let mut servers = match declared {
-        None => serde_json::Map::new(),
-        Some(Value::Object(servers)) => servers,
-        Some(_) => return Err(invalid("mcpServers must be an object".into())),
-    };
-    for (name, server) in &profile.mcp_servers {
-        if servers.contains_key(name) {
-            return Err(invalid(format!(
-                "profile {} declares MCP server {name:?}, which mcpServers declares too",
-                profile.canonical
-            )));
-        }
-        let mut entry = serde_json::Map::new();
-        if let Some(command) = &server.command {
-            entry.insert("command".into(), Value::from(command.clone()));
-            entry.insert("args".into(), Value::from(server.args.clone()));
-        }
-        if let Some(url) = &server.url {
-            entry.insert("url".into(), Value::from(url.clone()));
-        }
-        if !server.env_vars.is_empty() {
-            entry.insert("envVars".into(), Value::from(server.env_vars.clone()));
-        }
-        if let Some(variable) = &server.bearer_token_env_var {
-            entry.insert("bearerTokenEnvVar".into(), Value::from(variable.clone()));
-        }
-        servers.insert(name.clone(), Value::Object(entry));
-    }
-    Ok(Some(Value::Object(servers)))
+    profile
+        .mcp_declaration(declared)
+        .map_err(|detail| RpcError::invalid_params("thread/start", "profile", detail))
 }
 
 /// An invalid-params error for `mcpServers` the runtime would not take.
