@@ -192,3 +192,49 @@ async fn a_collector_that_refuses_connections_neither_fails_nor_holds_the_turn()
     let warnings = run.stderr.matches("could not export").count();
     assert_eq!(warnings, 1, "said once: {}", run.stderr);
 }
+
+#[tokio::test]
+async fn a_turn_exported_over_grpc_reaches_a_grpc_collector_in_the_callers_trace() {
+    let receiver = support::otlp::GrpcReceiver::start().await;
+    let server = FakeModelServer::start().await.unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-true",
+        "exec_command",
+        r#"{"cmd":"true"}"#,
+    )]));
+    server.push(ChatStream::text_reply("traced over grpc."));
+    let home = tempfile::tempdir().unwrap();
+    support::write_config(home.path(), &server, None);
+    let workspace = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "run true"])
+        .current_dir(workspace.path())
+        .env("RODER_HOME", home.path())
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("TRACEPARENT", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let run = finish(child).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let spans = receiver.spans();
+    let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
+    let turn = spans
+        .iter()
+        .find(|span| span.name == "turn")
+        .unwrap_or_else(|| panic!("no turn span over gRPC: {names:?}"));
+    assert_eq!(hex(&turn.trace_id), CALLER_TRACE);
+    assert_eq!(hex(&turn.parent_span_id), CALLER_SPAN);
+    assert!(
+        spans
+            .iter()
+            .any(|span| attribute(span, "gen_ai.tool.name").as_deref() == Some("exec_command")),
+        "{names:?}"
+    );
+}
