@@ -238,3 +238,75 @@ async fn a_turn_exported_over_grpc_reaches_a_grpc_collector_in_the_callers_trace
         "{names:?}"
     );
 }
+
+#[tokio::test]
+async fn a_turns_metrics_reach_the_receiver_at_exit() {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let receiver = Receiver::start().await;
+    let server = FakeModelServer::start().await.unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-true",
+        "exec_command",
+        r#"{"cmd":"true"}"#,
+    )]));
+    server.push(ChatStream::text_reply("measured."));
+    let home = tempfile::tempdir().unwrap();
+    support::write_config(home.path(), &server, None);
+    let workspace = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "run true"])
+        .current_dir(workspace.path())
+        .env("RODER_HOME", home.path())
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let run = finish(child).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let metrics = receiver.metrics();
+    let named = |name: &str| {
+        metrics
+            .iter()
+            .filter(|metric| metric.name == name)
+            .filter_map(|metric| metric.data.clone())
+            .collect::<Vec<_>>()
+    };
+    let histogram_count = |name: &str| -> u64 {
+        named(name)
+            .iter()
+            .map(|data| match data {
+                Data::Histogram(histogram) => {
+                    histogram.data_points.iter().map(|point| point.count).sum()
+                }
+                other => panic!("{name} is not a histogram: {other:?}"),
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let names: Vec<&str> = metrics.iter().map(|metric| metric.name.as_str()).collect();
+    assert_eq!(histogram_count("roder.turn.duration"), 1, "{names:?}");
+    assert_eq!(histogram_count("roder.tool.duration"), 1, "{names:?}");
+    let tokens: i64 = named("gen_ai.client.token.usage")
+        .iter()
+        .map(|data| match data {
+            Data::Sum(sum) => sum
+                .data_points
+                .iter()
+                .map(|point| match point.value {
+                    Some(
+                        opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(n),
+                    ) => n,
+                    _ => 0,
+                })
+                .sum(),
+            other => panic!("token usage is not a sum: {other:?}"),
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(tokens > 0, "token usage exported: {names:?}");
+}

@@ -6,21 +6,26 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::routing::post;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
 pub struct Receiver {
     pub endpoint: String,
     spans: Arc<Mutex<Vec<Span>>>,
+    metrics: Arc<Mutex<Vec<Metric>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Receiver {
     pub async fn start() -> Self {
         let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+        let metrics: Arc<Mutex<Vec<Metric>>> = Arc::default();
         let kept = spans.clone();
+        let kept_metrics = metrics.clone();
         let app = axum::Router::new()
             .route(
                 "/v1/traces",
@@ -38,7 +43,22 @@ impl Receiver {
                     }
                 }),
             )
-            .route("/v1/metrics", post(|| async { Vec::<u8>::new() }));
+            .route(
+                "/v1/metrics",
+                post(move |body: Bytes| {
+                    let kept = kept_metrics.clone();
+                    async move {
+                        let request = ExportMetricsServiceRequest::decode(body)
+                            .expect("the exporter sends valid OTLP protobuf");
+                        for resource in request.resource_metrics {
+                            for scope in resource.scope_metrics {
+                                kept.lock().unwrap().extend(scope.metrics);
+                            }
+                        }
+                        Vec::<u8>::new()
+                    }
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
@@ -47,12 +67,18 @@ impl Receiver {
         Self {
             endpoint,
             spans,
+            metrics,
             task,
         }
     }
 
     pub fn spans(&self) -> Vec<Span> {
         self.spans.lock().unwrap().clone()
+    }
+
+    /// Every metric of every export received, in order.
+    pub fn metrics(&self) -> Vec<Metric> {
+        self.metrics.lock().unwrap().clone()
     }
 }
 
