@@ -310,3 +310,70 @@ async fn a_turns_metrics_reach_the_receiver_at_exit() {
         .unwrap_or(0);
     assert!(tokens > 0, "token usage exported: {names:?}");
 }
+
+#[tokio::test]
+async fn an_mcp_call_has_its_own_span_under_its_tool_span() {
+    if !support::installed(
+        "mcp-server-time",
+        &["--help"],
+        "pip install mcp-server-time",
+    ) {
+        return;
+    }
+    let receiver = Receiver::start().await;
+    let server = FakeModelServer::start().await.unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-time",
+        "mcp__time__get_current_time",
+        r#"{"timezone":"UTC"}"#,
+    )]));
+    server.push(ChatStream::text_reply("it is late."));
+    let home = tempfile::tempdir().unwrap();
+    support::write_config(home.path(), &server, None);
+    let config = home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[mcp_servers.time]\ncommand = \"mcp-server-time\"\n"),
+    )
+    .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", "what time is it"])
+        .current_dir(workspace.path())
+        .env("RODER_HOME", home.path())
+        .env("FAKE_MODEL_KEY", "test-key")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let run = finish(child).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let spans = receiver.spans();
+    let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
+    let tool = spans
+        .iter()
+        .find(|span| span.name == "execute_tool mcp__time__get_current_time")
+        .unwrap_or_else(|| panic!("no tool span: {names:?}"));
+    let call = spans
+        .iter()
+        .find(|span| span.name == "tools/call get_current_time")
+        .unwrap_or_else(|| panic!("no MCP call span: {names:?}"));
+    assert_eq!(call.trace_id, tool.trace_id);
+    assert_eq!(hex(&call.parent_span_id), hex(&tool.span_id), "{names:?}");
+    assert_eq!(
+        attribute(call, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        attribute(call, "network.transport").as_deref(),
+        Some("pipe")
+    );
+    assert_eq!(attribute(call, "roder.mcp.server").as_deref(), Some("time"));
+    assert!(call.start_time_unix_nano >= tool.start_time_unix_nano);
+    assert!(call.end_time_unix_nano <= tool.end_time_unix_nano);
+}

@@ -15,6 +15,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use roder_api::remote_runner::RemoteRunnerSession;
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument as _;
 
 use crate::config::{McpServerConfig, McpTransport, Placement};
 use crate::{runner_process, stdio};
@@ -200,6 +201,21 @@ impl McpConnection {
     /// first if it is down. A call during which the connection closes marks
     /// the server down; it is not retried, since it may have had effects.
     pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        timeout: std::time::Duration,
+    ) -> Result<CallToolResult, CallFailure> {
+        let span = crate::trace::call_span(&self.config, tool);
+        let outcome = self
+            .call_untraced(tool, arguments, timeout)
+            .instrument(span.clone())
+            .await;
+        crate::trace::answered(&span, &outcome);
+        outcome
+    }
+
+    async fn call_untraced(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,

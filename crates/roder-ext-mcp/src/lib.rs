@@ -36,6 +36,7 @@ mod stdio;
 pub mod thread_factory;
 pub mod tool;
 pub mod tool_cache;
+mod trace;
 
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, HttpServer, McpServerConfig, McpTransport,
