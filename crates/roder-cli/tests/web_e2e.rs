@@ -6,7 +6,8 @@
 //! by a click on its preview and the tool runs, its diff rendered; a turn
 //! is interrupted; a 10,000-event thread opens on its last page and pages
 //! older events in on scroll; another site's page cannot connect; a page
-//! opened at a non-loopback address without the token is refused.
+//! opened at a non-loopback address without the token is refused. A second
+//! test clicks the pause and resume buttons of a docker sandbox.
 //!
 //! Screenshots go to `$CARGO_TARGET_TMPDIR/web-screenshots/`;
 //! `UPDATE_SCREENSHOT=1` also writes the README's `docs/web.png`.
@@ -340,4 +341,91 @@ async fn the_web_page_follows_and_steers_threads_in_a_real_browser() {
     browser.quit().await;
     guarded.kill().await;
     server.kill().await;
+}
+
+mod docker_support;
+
+/// The page's pause and resume buttons on a thread whose sandbox is a
+/// docker container: the daemon reports it paused, then running again.
+#[tokio::test]
+async fn the_pause_and_resume_buttons_pause_and_resume_a_docker_sandbox() {
+    if !browser::available() {
+        return;
+    }
+    let Some(containers) = docker_support::docker_or_skip("web pause/resume").await else {
+        return;
+    };
+    let model = FakeModelServer::start().await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &model, None);
+    let workspace = tempfile::tempdir().unwrap();
+    let server = ListeningServer::start(home.path(), workspace.path()).await;
+    let mut client = WsClient::connect(&server.address, "setup", false).await;
+    let started = client
+        .call(
+            "thread/start",
+            json!({
+                "title": "boxed",
+                "policyMode": "bypass",
+                "runner": {
+                    "providerId": "docker",
+                    "workspace": "/workspace",
+                    "config": {
+                        "image": docker_support::IMAGE,
+                        "labels": { docker_support::TEST_LABEL: containers.label },
+                    },
+                },
+            }),
+        )
+        .await
+        .unwrap();
+    let thread = started["thread"]["threadId"].as_str().unwrap().to_string();
+    // A turn makes the container.
+    model.push(ChatStream::tool_calls_reply(&[(
+        "call-hi",
+        "exec_command",
+        r#"{"cmd":"echo hi"}"#,
+    )]));
+    model.push(ChatStream::text_reply("made."));
+    client
+        .call(
+            "turn/start",
+            json!({"threadId": thread, "message": "make the box"}),
+        )
+        .await
+        .unwrap();
+    client.events_until(&thread, "turn_completed").await;
+    let made = containers.list().await;
+    assert_eq!(made.len(), 1, "{made:?}");
+    let container = made.keys().next().unwrap().clone();
+    assert!(!containers.is_paused(&container).await);
+
+    let page = server.address.replacen("ws://", "http://", 1);
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-screenshots");
+    let mut browser = Browser::start(&shots).await;
+    browser.get(&format!("{page}/threads/{thread}")).await;
+    browser.wait("#status[data-state='connected']", None).await;
+    browser.wait("#pause:not([hidden])", None).await;
+    browser.click("#pause", None).await;
+    let until = |paused: bool| {
+        let containers = &containers;
+        let container = &container;
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while containers.is_paused(container).await != paused {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the container never became {}",
+                    if paused { "paused" } else { "running" }
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    until(true).await;
+    browser.wait("#toast", Some("sandbox paused")).await;
+    browser.click("#resume", None).await;
+    until(false).await;
+    browser.wait("#toast", Some("sandbox resumed")).await;
+    browser.quit().await;
 }
