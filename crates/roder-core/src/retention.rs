@@ -23,6 +23,9 @@ use roder_api::thread::ThreadMetadata;
 
 use crate::runtime::Runtime;
 
+/// Threads whose counts are kept before they are dropped.
+const MAX_THREADS: usize = 100_000;
+
 /// Per thread: checkpoints taken since its last automatic collection,
 /// whether this process collected it yet, and whether a collection runs.
 #[derive(Debug, Default)]
@@ -53,6 +56,14 @@ impl Retention {
             return false;
         }
         state.taken.remove(thread_id);
+        // Bounded however many threads a server sees: forgetting that a
+        // thread was collected costs it one early collection.
+        if state.collected.len() >= MAX_THREADS {
+            state.collected.clear();
+        }
+        if state.taken.len() >= MAX_THREADS {
+            state.taken.clear();
+        }
         state.collected.insert(thread_id.to_string());
         state.running.insert(thread_id.to_string());
         true
@@ -60,6 +71,13 @@ impl Retention {
 
     fn finished(&self, thread_id: &str) {
         self.lock().running.remove(thread_id);
+    }
+
+    /// Drops what is known of a deleted thread.
+    pub fn forget(&self, thread_id: &str) {
+        let mut state = self.lock();
+        state.taken.remove(thread_id);
+        state.collected.remove(thread_id);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RetentionState> {

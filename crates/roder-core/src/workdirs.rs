@@ -173,6 +173,7 @@ impl Runtime {
         self.store.delete_thread(thread_id).await?;
         self.threads.remove(thread_id);
         self.thread_tools.remove(thread_id);
+        self.retention.forget(thread_id);
         Ok(())
     }
 }
