@@ -150,6 +150,26 @@ async fn a_docker_turn_is_one_trace_under_the_callers_context() {
     let provisions = named("runner.provision");
     assert_eq!(provisions.len(), 1);
     assert_eq!(provisions[0].parent_span_id, first_tool.span_id);
+    // Each command ran through the in-container executor, in a span of
+    // its own under its tool span.
+    let execs = named("executor exec");
+    assert_eq!(
+        execs.len(),
+        2,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    for exec in &execs {
+        assert!(
+            tools.iter().any(|tool| tool.span_id == exec.parent_span_id),
+            "{exec:?}"
+        );
+        assert_eq!(attribute(exec, "process.exit.code").as_deref(), Some("0"));
+        assert_eq!(
+            attribute(exec, "process.executable.name").as_deref(),
+            Some("sh")
+        );
+    }
     // The command saw its own tool span's context.
     let requests = server.model_requests();
     let seen = requests[1].body.to_string();

@@ -1,17 +1,71 @@
 //! Commands and files through the helper, with the same results and the
-//! same error wording as the plain exec and archive paths.
+//! same error wording as the plain exec and archive paths. Each call has a
+//! span of its own (`executor exec`, `executor read_file`, `executor
+//! write_file`, target `roder::trace`) under the tool span that made it:
+//! what the container took, apart from the runtime's share. No command
+//! line, path or content is recorded, only the program's name.
 
 use anyhow::bail;
 use roder_api::remote_runner::RunnerCommandResult;
 use roder_executor::client::{Executor, ExecutorError, Output};
 use roder_executor::message::{Ending, ExecSpec};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use tracing::field::Empty;
 
 use crate::archive::{MAX_READ_BYTES, WriteRules};
 use crate::exec::{Capture, ExecRequest};
 
+/// The span of one call to the helper.
+fn call_span(operation: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        target: "roder::trace",
+        "executor_call",
+        otel.name = format!("executor {operation}"),
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+        roder.executor.operation = operation,
+        process.executable.name = Empty,
+        process.exit.code = Empty,
+    )
+}
+
+/// Marks `span` failed with `error`'s first line.
+fn failed<T>(span: &tracing::Span, outcome: &anyhow::Result<T>) {
+    if let Err(error) = outcome {
+        span.record("otel.status_code", "ERROR");
+        span.record(
+            "otel.status_description",
+            error.to_string().lines().next().unwrap_or_default(),
+        );
+    }
+}
+
 /// Runs `request` through the helper; `cancel` kills its tree.
 pub async fn run_command(
+    executor: &Executor,
+    request: ExecRequest,
+    cancel: &CancellationToken,
+) -> anyhow::Result<RunnerCommandResult> {
+    let span = call_span("exec");
+    let program = request.argv.first().cloned().unwrap_or_default();
+    span.record(
+        "process.executable.name",
+        program.rsplit('/').next().unwrap_or_default(),
+    );
+    let outcome = run_command_untraced(executor, request, cancel)
+        .instrument(span.clone())
+        .await;
+    if let Ok(result) = &outcome
+        && let Some(code) = result.exit_code
+    {
+        span.record("process.exit.code", code);
+    }
+    failed(&span, &outcome);
+    outcome
+}
+
+async fn run_command_untraced(
     executor: &Executor,
     request: ExecRequest,
     cancel: &CancellationToken,
@@ -61,6 +115,15 @@ pub async fn run_command(
 
 /// Reads the regular file at absolute `path` (links followed).
 pub async fn read_file(executor: &Executor, path: &str) -> anyhow::Result<Vec<u8>> {
+    let span = call_span("read_file");
+    let outcome = read_file_untraced(executor, path)
+        .instrument(span.clone())
+        .await;
+    failed(&span, &outcome);
+    outcome
+}
+
+async fn read_file_untraced(executor: &Executor, path: &str) -> anyhow::Result<Vec<u8>> {
     match executor
         .read_file(path.as_bytes(), MAX_READ_BYTES as u64)
         .await
@@ -82,6 +145,20 @@ pub async fn read_file(executor: &Executor, path: &str) -> anyhow::Result<Vec<u8
 /// Writes `contents` to absolute `path`, creating missing parents; an
 /// existing file keeps its permission bits.
 pub async fn write_file(
+    executor: &Executor,
+    path: &str,
+    contents: &[u8],
+    rules: &WriteRules,
+) -> anyhow::Result<()> {
+    let span = call_span("write_file");
+    let outcome = write_file_untraced(executor, path, contents, rules)
+        .instrument(span.clone())
+        .await;
+    failed(&span, &outcome);
+    outcome
+}
+
+async fn write_file_untraced(
     executor: &Executor,
     path: &str,
     contents: &[u8],
