@@ -41,6 +41,29 @@ fn exec(
         .unwrap()
 }
 
+/// `roder exec PROMPT` on the host in `workspace`, with `env` added.
+async fn local_exec(
+    home: &std::path::Path,
+    workspace: &std::path::Path,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> support::Finished {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
+        .args(["exec", prompt])
+        .current_dir(workspace)
+        .env("RODER_HOME", home)
+        .env("FAKE_MODEL_KEY", "test-key")
+        .envs(env.iter().copied())
+        .env_remove("RODER_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    finish(child).await
+}
+
 fn script(server: &FakeModelServer) {
     server.push(ChatStream::tool_calls_reply(&[(
         "call-env",
@@ -226,22 +249,18 @@ async fn a_turn_exported_over_grpc_reaches_a_grpc_collector_in_the_callers_trace
     let home = tempfile::tempdir().unwrap();
     support::write_config(home.path(), &server, None);
     let workspace = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-        .args(["exec", "run true"])
-        .current_dir(workspace.path())
-        .env("RODER_HOME", home.path())
-        .env("FAKE_MODEL_KEY", "test-key")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("TRACEPARENT", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
-        .env_remove("RODER_MODEL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let run = finish(child).await;
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let run = local_exec(
+        home.path(),
+        workspace.path(),
+        "run true",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("TRACEPARENT", &traceparent),
+        ],
+    )
+    .await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let spans = receiver.spans();
     let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
@@ -273,20 +292,13 @@ async fn a_turns_metrics_reach_the_receiver_at_exit() {
     let home = tempfile::tempdir().unwrap();
     support::write_config(home.path(), &server, None);
     let workspace = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-        .args(["exec", "run true"])
-        .current_dir(workspace.path())
-        .env("RODER_HOME", home.path())
-        .env("FAKE_MODEL_KEY", "test-key")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
-        .env_remove("RODER_MODEL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let run = finish(child).await;
+    let run = local_exec(
+        home.path(),
+        workspace.path(),
+        "run true",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)],
+    )
+    .await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let metrics = receiver.metrics();
     let named = |name: &str| {
@@ -358,20 +370,13 @@ async fn an_mcp_call_has_its_own_span_under_its_tool_span() {
     )
     .unwrap();
     let workspace = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_roder"))
-        .args(["exec", "what time is it"])
-        .current_dir(workspace.path())
-        .env("RODER_HOME", home.path())
-        .env("FAKE_MODEL_KEY", "test-key")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
-        .env_remove("RODER_MODEL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let run = finish(child).await;
+    let run = local_exec(
+        home.path(),
+        workspace.path(),
+        "what time is it",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)],
+    )
+    .await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let spans = receiver.spans();
     let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
