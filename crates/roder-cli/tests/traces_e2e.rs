@@ -341,6 +341,24 @@ async fn a_turns_metrics_reach_the_receiver_at_exit() {
         .max()
         .unwrap_or(0);
     assert!(tokens > 0, "token usage exported: {names:?}");
+    // The running-turns gauge went up and back down: 0 at exit.
+    let running: Vec<i64> = named("roder.turns.running")
+        .iter()
+        .map(|data| match data {
+            Data::Sum(sum) => {
+                assert!(!sum.is_monotonic, "an up-down counter");
+                sum.data_points
+                    .iter()
+                    .map(|point| match point.value {
+                        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(n)) => n,
+                        _ => i64::MIN,
+                    })
+                    .sum()
+            }
+            other => panic!("turns running is not a sum: {other:?}"),
+        })
+        .collect();
+    assert_eq!(running.last(), Some(&0), "{names:?}");
 }
 
 #[tokio::test]
