@@ -164,9 +164,14 @@ async fn renew_until_stopped(
             _ = tokio::time::sleep(period) => {}
         }
         let renewed = tokio::select! {
+            biased;
             _ = stop.cancelled() => return,
             renewed = lease.renew() => renewed,
         };
+        // Stopped while the answer came: it concerns no turn any more.
+        if stop.is_cancelled() {
+            return;
+        }
         if let Err(error) = renewed {
             tracing::error!(
                 thread_id = lease.thread_id(),
