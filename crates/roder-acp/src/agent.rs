@@ -455,21 +455,24 @@ impl Agent {
             .map_err(|error| invalid_params(format!("profile: {error:#}")))?;
         let mut choices = session.choices();
         choices.mode = self.runtime.thread_policy_mode(&metadata);
-        if let (Some(provider), Some(model)) = (&metadata.provider, &metadata.model) {
-            choices.model = format!("{provider}/{model}");
-            if !choices.models.contains(&choices.model) {
-                let model = choices.model.clone();
-                choices.models.push(model);
-            }
+        choices.model = self.model_of(&metadata);
+        if !choices.models.contains(&choices.model) {
+            let model = choices.model.clone();
+            choices.models.push(model);
         }
         Ok(())
     }
 
-    fn register(&self, metadata: &ThreadMetadata, cwd: PathBuf) -> Arc<Session> {
-        let model = match (&metadata.provider, &metadata.model) {
+    /// A thread's model as the model option names it, `provider/model`.
+    fn model_of(&self, metadata: &ThreadMetadata) -> String {
+        match (&metadata.provider, &metadata.model) {
             (Some(provider), Some(model)) => format!("{provider}/{model}"),
             _ => self.default_model(),
-        };
+        }
+    }
+
+    fn register(&self, metadata: &ThreadMetadata, cwd: PathBuf) -> Arc<Session> {
+        let model = self.model_of(metadata);
         let mut models = self.options.models.clone();
         if !models.contains(&model) {
             models.push(model.clone());

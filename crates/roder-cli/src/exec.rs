@@ -408,19 +408,29 @@ pub(crate) async fn create_thread(
     let Some(profile) = profile else {
         return Ok(runtime.create_thread_with(request).await?.thread_id);
     };
-    // Flags beat the profile; the runtime records each override.
-    if settings.model_source == "--model" {
-        request.provider = Some(settings.model.provider.clone());
-        request.model = Some(settings.model.model.clone());
-    }
-    let approvals = roder_api::approval::ThreadApprovals {
-        mode: args.mode,
-        ..Default::default()
-    };
+    let approvals = flags_over_profile(settings, args, &mut request);
     Ok(runtime
         .create_thread_with_profile(request, None, approvals, profile)
         .await?
         .thread_id)
+}
+
+/// What `roder exec`'s flags set over a profile in a new thread (the
+/// runtime records each override): `--model` in `request`, `--mode` in the
+/// approvals returned.
+pub(crate) fn flags_over_profile(
+    settings: &Settings,
+    args: &ExecArgs,
+    request: &mut CreateThreadRequest,
+) -> roder_api::approval::ThreadApprovals {
+    if settings.model_source == "--model" {
+        request.provider = Some(settings.model.provider.clone());
+        request.model = Some(settings.model.model.clone());
+    }
+    roder_api::approval::ThreadApprovals {
+        mode: args.mode,
+        ..Default::default()
+    }
 }
 
 /// The profile snapshot stored with `thread_id`, if it has one (nothing if
@@ -432,9 +442,7 @@ async fn stored_profile(
     let store = crate::config::store::factory(settings)?.open()?;
     Ok(store
         .load_metadata(thread_id)
-        .await
-        .ok()
-        .flatten()
+        .await?
         .and_then(|metadata| metadata.profile.map(|profile| *profile)))
 }
 

@@ -36,14 +36,10 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
     )?;
     let wired = wiring::runtime(settings, &workspace, |_| {})?;
     let mut request = CreateThreadRequest::in_workspace(workspace.display().to_string());
-    if settings.model_source == "--model" {
-        request.provider = Some(settings.model.provider.clone());
-        request.model = Some(settings.model.model.clone());
-    }
-    let approvals = roder_api::approval::ThreadApprovals {
-        mode: args.mode,
-        ..Default::default()
-    };
+    let profile = profile.map(|profile| {
+        let approvals = crate::exec::flags_over_profile(settings, &args, &mut request);
+        (approvals, profile)
+    });
     let created = wired
         .runtime
         .create_thread_in_workdir_with(
@@ -53,7 +49,7 @@ pub async fn run(settings: &Settings, mut args: ExecArgs) -> anyhow::Result<Exit
                 selector: None,
                 id: None,
             }),
-            profile.map(|profile| (approvals, profile)),
+            profile,
         )
         .await;
     wired.shutdown().await;

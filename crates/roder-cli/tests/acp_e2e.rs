@@ -395,7 +395,11 @@ fn which(program: &str) -> String {
 
 /// The tools the model was offered in its last request, sorted.
 fn offered_tools(model: &FakeModelServer) -> Vec<String> {
-    let request = model.model_requests().pop().unwrap();
+    offered_in(&model.model_requests().pop().unwrap())
+}
+
+/// The tools `request` offered, sorted.
+fn offered_in(request: &roder_testkit::fake_models::RecordedModelRequest) -> Vec<String> {
     let mut offered: Vec<String> = request.body["tools"]
         .as_array()
         .unwrap()
@@ -562,12 +566,7 @@ async fn a_profiles_mcp_servers_start_with_its_sessions() {
         run.summary
     );
     let requests = model.model_requests();
-    let first: Vec<String> = requests[0].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool["function"]["name"].as_str().map(str::to_string))
-        .collect();
+    let first = offered_in(&requests[0]);
     assert!(
         first.contains(&"mcp__time__get_current_time".to_string()),
         "{first:?}"

@@ -41,6 +41,21 @@ fn exec(
         .unwrap()
 }
 
+/// A model that calls `exec_command true` once and then answers, a home
+/// using it, and a workspace.
+async fn one_true_call() -> (FakeModelServer, tempfile::TempDir, tempfile::TempDir) {
+    let server = FakeModelServer::start().await.unwrap();
+    server.push(ChatStream::tool_calls_reply(&[(
+        "call-true",
+        "exec_command",
+        r#"{"cmd":"true"}"#,
+    )]));
+    server.push(ChatStream::text_reply("done."));
+    let home = tempfile::tempdir().unwrap();
+    support::write_config(home.path(), &server, None);
+    (server, home, tempfile::tempdir().unwrap())
+}
+
 /// `roder exec PROMPT` on the host in `workspace`, with `env` added.
 async fn local_exec(
     home: &std::path::Path,
@@ -239,16 +254,7 @@ async fn a_collector_that_refuses_connections_neither_fails_nor_holds_the_turn()
 #[tokio::test]
 async fn a_turn_exported_over_grpc_reaches_a_grpc_collector_in_the_callers_trace() {
     let receiver = support::otlp::GrpcReceiver::start().await;
-    let server = FakeModelServer::start().await.unwrap();
-    server.push(ChatStream::tool_calls_reply(&[(
-        "call-true",
-        "exec_command",
-        r#"{"cmd":"true"}"#,
-    )]));
-    server.push(ChatStream::text_reply("traced over grpc."));
-    let home = tempfile::tempdir().unwrap();
-    support::write_config(home.path(), &server, None);
-    let workspace = tempfile::tempdir().unwrap();
+    let (_server, home, workspace) = one_true_call().await;
     let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
     let run = local_exec(
         home.path(),
@@ -282,16 +288,7 @@ async fn a_turn_exported_over_grpc_reaches_a_grpc_collector_in_the_callers_trace
 async fn a_turns_metrics_reach_the_receiver_at_exit() {
     use opentelemetry_proto::tonic::metrics::v1::metric::Data;
     let receiver = Receiver::start().await;
-    let server = FakeModelServer::start().await.unwrap();
-    server.push(ChatStream::tool_calls_reply(&[(
-        "call-true",
-        "exec_command",
-        r#"{"cmd":"true"}"#,
-    )]));
-    server.push(ChatStream::text_reply("measured."));
-    let home = tempfile::tempdir().unwrap();
-    support::write_config(home.path(), &server, None);
-    let workspace = tempfile::tempdir().unwrap();
+    let (_server, home, workspace) = one_true_call().await;
     let run = local_exec(
         home.path(),
         workspace.path(),

@@ -143,11 +143,11 @@ impl Runtime {
         }
         if let Some(name) = profile.runner.clone() {
             match &current.runner_binding {
-                Some(binding) => profile.overrides.push(ProfileOverride {
-                    field: "runner".into(),
-                    profile_value: Some(name),
-                    value: format!("{} (the thread's runner)", binding.destination.provider_id),
-                }),
+                Some(binding) => runner_overridden(
+                    &mut profile,
+                    name,
+                    format!("{} (the thread's runner)", binding.destination.provider_id),
+                ),
                 None => anyhow::bail!(
                     "profile \"{}\" names runner \"{name}\": a runner is bound when a thread is created, so start the thread with this profile instead",
                     profile.canonical
@@ -175,6 +175,38 @@ impl Runtime {
             metadata.profile = Some(Box::new(shaped.profile));
         })
         .await
+    }
+
+    /// The profile's runner, unless the caller chose one.
+    fn apply_runner(
+        &self,
+        request: &mut CreateThreadRequest,
+        profile: &mut ProfileSnapshot,
+    ) -> anyhow::Result<()> {
+        let Some(name) = profile.runner.clone() else {
+            return Ok(());
+        };
+        if let Some(chosen) = &request.runner {
+            runner_overridden(
+                profile,
+                name,
+                format!("{} (the caller's runner)", chosen.provider_id),
+            );
+            return Ok(());
+        }
+        let selection = self.config.named_runners.get(&name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "profile \"{}\" names runner \"{name}\", which is not configured (configured: {}); add a [runners.{name}] table",
+                profile.canonical,
+                if self.config.named_runners.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.config.named_runners.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )
+        })?;
+        request.runner = Some(selection.clone());
+        Ok(())
     }
 
     /// What the profile makes of a thread's settings, the caller's own
@@ -237,41 +269,17 @@ struct Shaped {
     profile: ProfileSnapshot,
 }
 
-/// The profile's `provider/model`, unless the caller named its own.
-impl Runtime {
-    /// The profile's runner, unless the caller chose one.
-    fn apply_runner(
-        &self,
-        request: &mut CreateThreadRequest,
-        profile: &mut ProfileSnapshot,
-    ) -> anyhow::Result<()> {
-        let Some(name) = profile.runner.clone() else {
-            return Ok(());
-        };
-        if let Some(chosen) = &request.runner {
-            profile.overrides.push(ProfileOverride {
-                field: "runner".into(),
-                profile_value: Some(name),
-                value: format!("{} (the caller's runner)", chosen.provider_id),
-            });
-            return Ok(());
-        }
-        let selection = self.config.named_runners.get(&name).ok_or_else(|| {
-            anyhow::anyhow!(
-                "profile \"{}\" names runner \"{name}\", which is not configured (configured: {}); add a [runners.{name}] table",
-                profile.canonical,
-                if self.config.named_runners.is_empty() {
-                    "none".to_string()
-                } else {
-                    self.config.named_runners.keys().cloned().collect::<Vec<_>>().join(", ")
-                }
-            )
-        })?;
-        request.runner = Some(selection.clone());
-        Ok(())
-    }
+/// Records that `value`, a runner the thread has anyway, won over the
+/// profile's runner `name`.
+fn runner_overridden(profile: &mut ProfileSnapshot, name: String, value: String) {
+    profile.overrides.push(ProfileOverride {
+        field: "runner".into(),
+        profile_value: Some(name),
+        value,
+    });
 }
 
+/// The profile's `provider/model`, unless the caller named its own.
 fn apply_model(
     request: &mut CreateThreadRequest,
     profile: &mut ProfileSnapshot,

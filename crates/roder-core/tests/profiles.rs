@@ -23,6 +23,23 @@ fn reviewer() -> ProfileSnapshot {
     }
 }
 
+/// A thread in the harness's workspace, started as `profile`.
+async fn started_as(
+    harness: &Harness,
+    profile: ProfileSnapshot,
+) -> roder_api::thread::ThreadMetadata {
+    harness
+        .runtime
+        .create_thread_with_profile(
+            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
+            None,
+            Default::default(),
+            profile,
+        )
+        .await
+        .unwrap()
+}
+
 fn tool_names(request: &roder_api::inference::AgentInferenceRequest) -> Vec<String> {
     let mut names: Vec<String> = request.tools.iter().map(|tool| tool.name.clone()).collect();
     names.sort();
@@ -35,16 +52,7 @@ async fn denied_tools_are_not_offered_and_calls_to_them_are_refused() {
         tool_round(&[("c1", "write_file", r#"{"path":"x.txt","content":"no"}"#)]),
         final_round("ok"),
     ]);
-    let thread = harness
-        .runtime
-        .create_thread_with_profile(
-            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
-            None,
-            Default::default(),
-            reviewer(),
-        )
-        .await
-        .unwrap();
+    let thread = started_as(&harness, reviewer()).await;
     let mut events = harness.runtime.subscribe_events();
     harness.start(&thread.thread_id, "review").await;
     let seen = until_turn_ends(&mut events, &thread.thread_id).await;
@@ -128,16 +136,7 @@ async fn without_a_workspace_a_profile_is_offered_no_file_or_command_tools() {
         disallowed_tools: Vec::new(),
         ..reviewer()
     };
-    let thread = harness
-        .runtime
-        .create_thread_with_profile(
-            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
-            None,
-            Default::default(),
-            profile,
-        )
-        .await
-        .unwrap();
+    let thread = started_as(&harness, profile).await;
     let mut events = harness.runtime.subscribe_events();
     harness.start(&thread.thread_id, "chat").await;
     until_turn_ends(&mut events, &thread.thread_id).await;
@@ -164,16 +163,7 @@ async fn calls_past_the_profiles_limit_get_an_error_result() {
         },
         ..reviewer()
     };
-    let thread = harness
-        .runtime
-        .create_thread_with_profile(
-            CreateThreadRequest::in_workspace(harness.workspace.path().display().to_string()),
-            None,
-            Default::default(),
-            profile,
-        )
-        .await
-        .unwrap();
+    let thread = started_as(&harness, profile).await;
     let mut events = harness.runtime.subscribe_events();
     harness.start(&thread.thread_id, "search").await;
     let seen = until_turn_ends(&mut events, &thread.thread_id).await;
